@@ -1,0 +1,40 @@
+"""The error types every step raises; the CLI maps each to one exit code (DESIGN.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_CLUSTER = 3
+
+
+class VpipeError(Exception):
+    """Base class: every error a step raises on purpose."""
+
+    exit_code: int = EXIT_FAILED
+
+
+class InputError(VpipeError, ValueError):
+    """Bad input, detected before anything is created."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, field: str, value: Any, allowed: str) -> None:
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"invalid {field}={value!r}: {allowed}")
+
+
+class WorkFailed(VpipeError):
+    """The work ran and failed (job failed, copy verification failed, timeout)."""
+
+    exit_code = EXIT_FAILED
+
+
+class ClusterError(VpipeError):
+    """The cluster (or a remote system) could not be reached or refused the request."""
+
+    exit_code = EXIT_CLUSTER

@@ -1,0 +1,9 @@
+"""Shared fixtures: each harness lives in its own module and is loaded as a plugin."""
+
+import importlib.util
+
+pytest_plugins = [
+    name
+    for name in ("tests.cluster.fixtures", "tests.storage.fixtures")
+    if importlib.util.find_spec(name) is not None
+]
