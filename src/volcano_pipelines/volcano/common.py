@@ -1,0 +1,185 @@
+"""Pieces every Volcano Job of ours shares: identity labels, pod templates, volumes, the
+job envelope. Pure functions, dict in / dict out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from volcano_pipelines.volcano.entrypoint import CODE_DIR
+from volcano_pipelines.volcano.spec import CodeSource, JobOptions, Role, Storage
+
+API_VERSION = "batch.volcano.sh/v1alpha1"
+KIND = "Job"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "volcano-pipelines"
+RUN_LABEL = "volcano-pipelines/run"
+STEP_LABEL = "volcano-pipelines/step"
+# Volcano's own labels on the pods it creates.
+VOLCANO_JOB_NAME_LABEL = "volcano.sh/job-name"
+VOLCANO_TASK_LABEL = "volcano.sh/task-spec"
+
+CODE_VOLUME = "vpipe-code"
+DATA_VOLUME = "vpipe-data"
+LOG_VOLUME = "vpipe-logs"
+CODE_PVC_VOLUME = "vpipe-code-pvc"
+
+
+def identity_labels(job: JobOptions, step: str) -> dict[str, str]:
+    labels = {MANAGED_BY_LABEL: MANAGED_BY, STEP_LABEL: step}
+    if job.run_id:
+        labels[RUN_LABEL] = job.run_id
+    return labels
+
+
+def host(job_name: str, task: str, index: int, port: int | None = None) -> str:
+    """A pod's stable DNS name from Volcano's svc plugin: pod `<job>-<task>-<i>` under the
+    headless Service `<job>`."""
+    name = f"{job_name}-{task}-{index}.{job_name}"
+    return f"{name}:{port}" if port is not None else name
+
+
+def code_env(code: CodeSource) -> list[dict[str, str]]:
+    env = [{"name": "VPIPE_ENTRY", "value": code.entry}, {"name": "VPIPE_CODE_DIR", "value": CODE_DIR}]
+    if code.url is not None:
+        env.append({"name": "VPIPE_CODE_URL", "value": code.url})
+        if code.sha256:
+            env.append({"name": "VPIPE_CODE_SHA256", "value": code.sha256.lower()})
+    if code.path is not None:
+        env.append({"name": "VPIPE_CODE_PATH", "value": code.path})
+    return env
+
+
+def storage_env(storage: Storage) -> list[dict[str, str]]:
+    return [
+        {"name": "VPIPE_DATA_DIR", "value": storage.data_dir},
+        {"name": "VPIPE_LOG_DIR", "value": storage.log_dir},
+    ]
+
+
+def volumes_and_mounts(
+    code: CodeSource, storage: Storage, *, mount_data: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes: list[dict[str, Any]] = [{"name": CODE_VOLUME, "emptyDir": {}}]
+    mounts: list[dict[str, Any]] = [{"name": CODE_VOLUME, "mountPath": CODE_DIR}]
+    if code.pvc is not None and code.path is not None:
+        volumes.append({"name": CODE_PVC_VOLUME, "persistentVolumeClaim": {"claimName": code.pvc, "readOnly": True}})
+        mounts.append({"name": CODE_PVC_VOLUME, "mountPath": code.path, "readOnly": True})
+    if mount_data and storage.data_pvc is not None:
+        volumes.append({"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": storage.data_pvc, "readOnly": True}})
+        mounts.append({"name": DATA_VOLUME, "mountPath": storage.data_dir, "readOnly": True})
+    if storage.log_pvc is not None:
+        volumes.append({"name": LOG_VOLUME, "persistentVolumeClaim": {"claimName": storage.log_pvc}})
+        mounts.append({"name": LOG_VOLUME, "mountPath": storage.log_dir})
+    return volumes, mounts
+
+
+def container_resources(role: Role) -> dict[str, dict[str, str]]:
+    """CPU is requested, not limited (a CPU limit throttles training); memory and GPUs are
+    limited to the request so the scheduler's view matches what the pod may use."""
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    if role.resources.cpu is not None:
+        requests["cpu"] = role.resources.cpu
+    if role.resources.memory is not None:
+        requests["memory"] = role.resources.memory
+        limits["memory"] = role.resources.memory
+    if role.resources.gpu:
+        requests["nvidia.com/gpu"] = str(role.resources.gpu)
+        limits["nvidia.com/gpu"] = str(role.resources.gpu)
+    resources: dict[str, dict[str, str]] = {}
+    if requests:
+        resources["requests"] = requests
+    if limits:
+        resources["limits"] = limits
+    return resources
+
+
+def pod_template(
+    *,
+    job: JobOptions,
+    step: str,
+    role: Role,
+    image: str,
+    container_name: str,
+    command: Sequence[str],
+    args: Sequence[str],
+    env: Sequence[Mapping[str, str]],
+    volumes: Sequence[Mapping[str, Any]],
+    mounts: Sequence[Mapping[str, Any]],
+    ports: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    user_env = [{"name": k, "value": v} for k, v in role.env.items()]
+    container: dict[str, Any] = {
+        "name": container_name,
+        "image": image,
+        "command": list(command),
+        "args": list(args),
+        "env": [dict(e) for e in env] + user_env,
+        "resources": container_resources(role),
+        "volumeMounts": [dict(m) for m in mounts],
+    }
+    if ports:
+        container["ports"] = [dict(p) for p in ports]
+    if job.image_pull_secrets:
+        # A private image cached on a node must not run for someone without the credentials.
+        container["imagePullPolicy"] = "Always"
+    spec: dict[str, Any] = {
+        # Failures must reach Volcano's policies (bounded by maxRetry), not be hidden by kubelet restarts.
+        "restartPolicy": "Never",
+        "containers": [container],
+        "volumes": [dict(v) for v in volumes],
+    }
+    if job.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": s} for s in job.image_pull_secrets]
+    if job.service_account:
+        spec["serviceAccountName"] = job.service_account
+    if role.node_selector:
+        spec["nodeSelector"] = dict(role.node_selector)
+    if role.tolerations:
+        spec["tolerations"] = [dict(t) for t in role.tolerations]
+    if job.priority_class:
+        spec["priorityClassName"] = job.priority_class
+    metadata: dict[str, Any] = {"labels": {**job.labels, **role.labels, **identity_labels(job, step)}}
+    if role.annotations:
+        metadata["annotations"] = dict(role.annotations)
+    return {"metadata": metadata, "spec": spec}
+
+
+def task(name: str, replicas: int, template: Mapping[str, Any], *, completes_job: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": name, "replicas": replicas, "template": dict(template)}
+    if completes_job:
+        entry["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]
+    return entry
+
+
+def job_envelope(
+    job: JobOptions, *, step: str, plugins: Mapping[str, list[str]], tasks: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    total = sum(int(t["replicas"]) for t in tasks)
+    policies = [{"event": "PodEvicted", "action": "RestartJob"}]
+    if job.restart_on_pod_failure:
+        policies.append({"event": "PodFailed", "action": "RestartJob"})
+    spec: dict[str, Any] = {
+        "schedulerName": "volcano",
+        "minAvailable": job.min_available if job.min_available is not None else total,
+        "queue": job.queue,
+        "maxRetry": job.max_retry,
+        "plugins": {k: list(v) for k, v in plugins.items()},
+        "policies": policies,
+        "tasks": [dict(t) for t in tasks],
+    }
+    if job.ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = job.ttl_seconds_after_finished
+    if job.priority_class:
+        spec["priorityClassName"] = job.priority_class
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "name": job.name,
+            "namespace": job.namespace,
+            "labels": {**job.labels, **identity_labels(job, step)},
+        },
+        "spec": spec,
+    }

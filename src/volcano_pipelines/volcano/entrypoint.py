@@ -1,0 +1,161 @@
+"""The container entry point: fixed bash scripts that read everything user-supplied from the
+environment and from positional arguments, never from the script text itself. That is what
+keeps args, env values, URLs and paths verbatim whatever they contain (no shell injection):
+the scripts are constants, and bash never re-parses a parameter's value.
+
+Container argv is `bash -c SCRIPT vpipe-entry ARG...`, so `$@` inside the script is exactly
+the user's ARG list."""
+
+from __future__ import annotations
+
+# Where fetched code is unpacked: an emptyDir, so any image user can write there.
+CODE_DIR = "/vpipe/code"
+SCRIPT_NAME = "vpipe-entry"
+
+# Downloads $VPIPE_CODE_URL into $VPIPE_CODE_DIR. Standard library only: every TF / MPI image
+# has python3, not every one has curl or wget. A URL ending in '/' is a directory listing
+# (as served by nginx autoindex or `python -m http.server`) fetched recursively below it.
+_FETCH_PY = r'''
+import hashlib, io, os, sys, tarfile, time, urllib.parse, urllib.request, zipfile
+from html.parser import HTMLParser
+
+url = os.environ["VPIPE_CODE_URL"]
+want = os.environ.get("VPIPE_CODE_SHA256", "").lower()
+dest = os.path.realpath(os.environ["VPIPE_CODE_DIR"])
+shown = urllib.parse.urlsplit(url)._replace(netloc=urllib.parse.urlsplit(url).hostname or "", query="", fragment="").geturl()
+
+def get(u):
+    for attempt in range(6):
+        try:
+            with urllib.request.urlopen(u, timeout=60) as r:
+                return r.read()
+        except Exception as e:
+            if attempt == 5 or getattr(e, "code", 500) in (401, 403, 404):
+                sys.exit("vpipe: cannot download %s: %s" % (shown, e))
+            time.sleep(min(2 ** attempt, 20))
+
+def safe_target(rel):
+    target = os.path.realpath(os.path.join(dest, rel))
+    if not target.startswith(dest + os.sep):
+        sys.exit("vpipe: refusing to write %r outside %s" % (rel, dest))
+    return target
+
+def write(rel, data):
+    target = safe_target(rel)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with open(target, "wb") as f:
+        f.write(data)
+
+class Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.hrefs = []
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self.hrefs += [v for k, v in attrs if k == "href" and v]
+
+def fetch_dir(base, rel, seen):
+    parser = Links()
+    parser.feed(get(base + rel).decode("utf-8", "replace"))
+    for href in parser.hrefs:
+        link = urllib.parse.urljoin(base + rel, href).split("#")[0].split("?")[0]
+        if not link.startswith(base) or link == base + rel or link in seen:
+            continue
+        seen.add(link)
+        sub = urllib.parse.unquote(link[len(base):])
+        if link.endswith("/"):
+            fetch_dir(base, link[len(base):], seen)
+        else:
+            write(sub, get(link))
+
+os.makedirs(dest, exist_ok=True)
+path = urllib.parse.urlsplit(url).path
+if path.endswith("/"):
+    fetch_dir(url, "", set())
+else:
+    data = get(url)
+    got = hashlib.sha256(data).hexdigest()
+    if want and got != want:
+        sys.exit("vpipe: sha256 of %s is %s, expected %s" % (shown, got, want))
+    name = os.path.basename(path)
+    if name.endswith((".tar.gz", ".tgz", ".tar")):
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            for member in tar.getmembers():
+                safe_target(member.name)
+                if member.issym() or member.islnk() or member.isdev():
+                    sys.exit("vpipe: refusing link or device %r in %s" % (member.name, shown))
+            tar.extractall(dest)
+    elif name.endswith(".zip"):
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            for member in archive.namelist():
+                safe_target(member)
+            archive.extractall(dest)
+    else:
+        write(name, data)
+print("vpipe: fetched code from %s into %s" % (shown, dest), file=sys.stderr)
+'''
+
+_PRELUDE = r'''set -euo pipefail
+log() { printf 'vpipe: %s\n' "$*" >&2; }
+task_index="${VK_TASK_INDEX:-0}"
+case "$task_index" in ''|*[!0-9]*) log "VK_TASK_INDEX is not a number: '$task_index'"; exit 64;; esac
+if [ -n "${VPIPE_CODE_URL:-}" ]; then
+  mkdir -p "$VPIPE_CODE_DIR"
+  python3 - <<'VPIPE_FETCH_PY'
+''' + _FETCH_PY + r'''VPIPE_FETCH_PY
+  cd "$VPIPE_CODE_DIR"
+elif [ -n "${VPIPE_CODE_PATH:-}" ]; then
+  cd "$VPIPE_CODE_PATH"
+fi
+run_entry() {
+  if [ ! -e "$VPIPE_ENTRY" ]; then
+    log "entry point '$VPIPE_ENTRY' not found in $(pwd)"; exit 66
+  fi
+  case "$VPIPE_ENTRY" in
+    *.sh) exec bash "./$VPIPE_ENTRY" "$@" ;;
+    *.py) exec python3 "./$VPIPE_ENTRY" "$@" ;;
+    *) exec "./$VPIPE_ENTRY" "$@" ;;
+  esac
+}
+'''
+
+TF_SCRIPT = _PRELUDE + r'''case "$VPIPE_ROLE" in worker) shard_index="$task_index" ;; *) shard_index=0 ;; esac
+export TF_CONFIG="{\"cluster\":${VPIPE_TF_CLUSTER},\"task\":{\"type\":\"${VPIPE_ROLE}\",\"index\":${task_index}}}"
+log "starting $VPIPE_ROLE $task_index of job ${VPIPE_JOB_NAME}"
+run_entry --job_name="$VPIPE_ROLE" --task_index="$task_index" \
+  --ps_hosts="$VPIPE_PS_HOSTS" --worker_hosts="$VPIPE_WORKER_HOSTS" \
+  --data_dir="$VPIPE_DATA_DIR" --log_dir="$VPIPE_LOG_DIR" \
+  --shard_index="$shard_index" --num_shards="$VPIPE_NUM_SHARDS" "$@"
+'''
+
+MPI_WORKER_SCRIPT = _PRELUDE + r'''log "mpiworker $task_index of job ${VPIPE_JOB_NAME}: starting sshd"
+mkdir -p /var/run/sshd
+exec /usr/sbin/sshd -D -e
+'''
+
+# The first $VPIPE_MPIEXEC_NARGS positional arguments are extra mpiexec options, the rest is
+# the program and its arguments; both are user lists passed through untouched.
+MPI_MASTER_SCRIPT = _PRELUDE + r'''nargs="${VPIPE_MPIEXEC_NARGS:-0}"
+mpiexec_args=("${@:1:$nargs}")
+program=("${@:$((nargs + 1))}")
+for _ in $(seq 1 300); do [ -s "$VPIPE_WORKER_HOSTFILE" ] && break; sleep 1; done
+hostfile="$(mktemp)"
+while read -r host _; do
+  [ -n "$host" ] && printf '%s slots=%s\n' "$host" "$VPIPE_SLOTS_PER_WORKER" >> "$hostfile"
+done < "$VPIPE_WORKER_HOSTFILE"
+# Gang scheduling starts every pod together, but sshd may not listen yet: wait for each.
+while read -r host _; do
+  for attempt in $(seq 1 120); do
+    if (exec 3<>"/dev/tcp/$host/22") 2>/dev/null; then break; fi
+    [ "$attempt" = 120 ] && { log "sshd on $host did not answer in 120 s"; exit 69; }
+    sleep 1
+  done
+done < "$hostfile"
+np=$(( VPIPE_NUM_WORKERS * VPIPE_SLOTS_PER_WORKER ))
+log "mpiexec on $VPIPE_NUM_WORKERS workers, $np slots"
+exec mpiexec --allow-run-as-root --hostfile "$hostfile" -np "$np" "${mpiexec_args[@]}" "${program[@]}"
+'''
+
+
+def container_command(script: str) -> list[str]:
+    return ["bash", "-c", script, SCRIPT_NAME]

@@ -1,0 +1,71 @@
+"""MPI (one `mpimaster` running mpiexec over N `mpiworker` sshd pods) as a Volcano Job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from volcano_pipelines.volcano.common import (
+    code_env,
+    job_envelope,
+    pod_template,
+    storage_env,
+    task,
+    volumes_and_mounts,
+)
+from volcano_pipelines.volcano.entrypoint import MPI_MASTER_SCRIPT, MPI_WORKER_SCRIPT, container_command
+from volcano_pipelines.volcano.spec import DEFAULT_MPI_IMAGE, MPIJobSpec
+from volcano_pipelines.volcano.validate import validate_mpi
+
+STEP = "train"
+MASTER = "mpimaster"
+WORKER = "mpiworker"
+# Written by Volcano's svc plugin: one line per pod of the task, `<job>-mpiworker-<i>.<job>`.
+WORKER_HOSTFILE = f"/etc/volcano/{WORKER}.host"
+
+
+def build_mpi_job(spec: MPIJobSpec) -> dict[str, Any]:
+    validate_mpi(spec)
+    shared_env = [
+        {"name": "VPIPE_JOB_NAME", "value": spec.job.name},
+        {"name": "VPIPE_NUM_WORKERS", "value": str(spec.worker.replicas)},
+        {"name": "VPIPE_SLOTS_PER_WORKER", "value": str(spec.slots_per_worker)},
+        {"name": "VPIPE_WORKER_HOSTFILE", "value": WORKER_HOSTFILE},
+        *storage_env(spec.storage),
+        *code_env(spec.code),
+    ]
+    image = spec.job.image or DEFAULT_MPI_IMAGE
+    volumes, mounts = volumes_and_mounts(spec.code, spec.storage, mount_data=True)
+    master = pod_template(
+        job=spec.job,
+        step=STEP,
+        role=spec.master,
+        image=spec.master.image or image,
+        container_name="mpimaster",
+        command=container_command(MPI_MASTER_SCRIPT),
+        args=[*spec.mpiexec_args, *spec.command],
+        env=[
+            {"name": "VPIPE_ROLE", "value": MASTER},
+            {"name": "VPIPE_MPIEXEC_NARGS", "value": str(len(spec.mpiexec_args))},
+            *shared_env,
+        ],
+        volumes=volumes,
+        mounts=mounts,
+    )
+    worker = pod_template(
+        job=spec.job,
+        step=STEP,
+        role=spec.worker,
+        image=spec.worker.image or image,
+        container_name="mpiworker",
+        command=container_command(MPI_WORKER_SCRIPT),
+        args=[],
+        env=[{"name": "VPIPE_ROLE", "value": WORKER}, *shared_env],
+        volumes=volumes,
+        mounts=mounts,
+        ports=[{"name": "ssh", "containerPort": 22, "protocol": "TCP"}],
+    )
+    tasks = [
+        task(MASTER, 1, master, completes_job=True),
+        task(WORKER, spec.worker.replicas, worker, completes_job=False),
+    ]
+    return job_envelope(spec.job, step=STEP, plugins={"ssh": [], "svc": [], "env": []}, tasks=tasks)

@@ -1,0 +1,99 @@
+"""Typed specs for the jobs this package builds. Plain frozen dataclasses: the builders turn
+them into Volcano Job dicts, `validate` checks them, front ends fill them from arguments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_TF_IMAGE = "tensorflow/tensorflow:2.16.1"
+DEFAULT_MPI_IMAGE = "volcanosh/example-mpi:0.0.3"
+DEFAULT_TF_PORT = 2222
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Per-replica requests. Memory and GPUs are also the limit; CPU is not limited."""
+
+    cpu: str | None = "1"
+    memory: str | None = "2Gi"
+    gpu: int = 0
+
+
+@dataclass(frozen=True)
+class Role:
+    """One task of the job (ps, worker, chief, evaluator, mpimaster, mpiworker)."""
+
+    replicas: int = 1
+    image: str | None = None  # None: the job's image
+    resources: Resources = field(default_factory=Resources)
+    env: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[dict[str, Any], ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CodeSource:
+    """Where the training code comes from (exactly one of url / path, or neither: the image's
+    working directory). A url ending in '/' is a directory listing fetched recursively; a url
+    to .tar.gz / .tgz / .tar / .zip is unpacked; any other url is one file."""
+
+    url: str | None = None
+    sha256: str | None = None
+    path: str | None = None
+    pvc: str | None = None  # the PVC holding `path`; None: `path` is inside the image
+    entry: str = "run.sh"
+
+
+@dataclass(frozen=True)
+class Storage:
+    data_pvc: str | None = None
+    data_dir: str = "/data"
+    log_pvc: str | None = None
+    log_dir: str = "/logs"
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """What every Volcano job of ours has, whatever the framework."""
+
+    name: str
+    namespace: str = "default"
+    image: str | None = None  # None: the framework default
+    queue: str = "default"
+    priority_class: str | None = None
+    min_available: int | None = None  # None: every replica (gang)
+    max_retry: int = 3
+    ttl_seconds_after_finished: int | None = 3600
+    image_pull_secrets: tuple[str, ...] = ()
+    service_account: str | None = None
+    run_id: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)  # on the Job and every pod
+    restart_on_pod_failure: bool = True  # PodFailed -> RestartJob (bounded by max_retry)
+
+
+@dataclass(frozen=True)
+class TFJobSpec:
+    job: JobOptions
+    code: CodeSource = field(default_factory=CodeSource)
+    storage: Storage = field(default_factory=Storage)
+    ps: Role = field(default_factory=Role)
+    worker: Role = field(default_factory=Role)
+    chief: Role | None = None
+    evaluator: Role | None = None
+    args: tuple[str, ...] = ()  # appended verbatim to the entry point's arguments
+    port: int = DEFAULT_TF_PORT
+
+
+@dataclass(frozen=True)
+class MPIJobSpec:
+    job: JobOptions
+    command: tuple[str, ...]  # the program mpiexec runs on every slot, argv form
+    code: CodeSource = field(default_factory=CodeSource)
+    storage: Storage = field(default_factory=Storage)
+    master: Role = field(default_factory=lambda: Role(resources=Resources(cpu="500m", memory="512Mi")))
+    worker: Role = field(default_factory=Role)
+    slots_per_worker: int = 1
+    mpiexec_args: tuple[str, ...] = ()  # extra mpiexec options, verbatim

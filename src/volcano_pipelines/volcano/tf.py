@@ -1,0 +1,77 @@
+"""Distributed TensorFlow (parameter servers + workers, optional chief / evaluator) as a
+Volcano Job."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from volcano_pipelines.volcano.common import (
+    code_env,
+    host,
+    job_envelope,
+    pod_template,
+    storage_env,
+    task,
+    volumes_and_mounts,
+)
+from volcano_pipelines.volcano.entrypoint import TF_SCRIPT, container_command
+from volcano_pipelines.volcano.spec import DEFAULT_TF_IMAGE, Role, TFJobSpec
+from volcano_pipelines.volcano.validate import validate_tf
+
+STEP = "train"
+# Task order matters only for readability of the rendered YAML.
+TASK_ORDER = ("chief", "ps", "worker", "evaluator")
+
+
+def roles(spec: TFJobSpec) -> dict[str, Role]:
+    present = {"chief": spec.chief, "ps": spec.ps, "worker": spec.worker, "evaluator": spec.evaluator}
+    return {name: present[name] for name in TASK_ORDER if present[name] is not None}  # type: ignore[misc]
+
+
+def completing_task(spec: TFJobSpec) -> str:
+    """Parameter servers never exit: the job is done when the chief (or else the workers) is."""
+    return "chief" if spec.chief is not None else "worker"
+
+
+def cluster_spec(spec: TFJobSpec) -> dict[str, list[str]]:
+    """TF_CONFIG's cluster: every task but the evaluator, which TensorFlow keeps outside."""
+    name = spec.job.name
+    return {
+        task_name: [host(name, task_name, i, spec.port) for i in range(role.replicas)]
+        for task_name, role in roles(spec).items()
+        if task_name != "evaluator"
+    }
+
+
+def build_tf_job(spec: TFJobSpec) -> dict[str, Any]:
+    validate_tf(spec)
+    cluster = cluster_spec(spec)
+    finisher = completing_task(spec)
+    shared_env = [
+        {"name": "VPIPE_JOB_NAME", "value": spec.job.name},
+        {"name": "VPIPE_TF_CLUSTER", "value": json.dumps(cluster, separators=(",", ":"), sort_keys=True)},
+        {"name": "VPIPE_PS_HOSTS", "value": ",".join(cluster["ps"])},
+        {"name": "VPIPE_WORKER_HOSTS", "value": ",".join(cluster["worker"])},
+        {"name": "VPIPE_NUM_SHARDS", "value": str(spec.worker.replicas)},
+        *storage_env(spec.storage),
+        *code_env(spec.code),
+    ]
+    tasks = []
+    for task_name, role in roles(spec).items():
+        volumes, mounts = volumes_and_mounts(spec.code, spec.storage, mount_data=task_name != "ps")
+        template = pod_template(
+            job=spec.job,
+            step=STEP,
+            role=role,
+            image=role.image or spec.job.image or DEFAULT_TF_IMAGE,
+            container_name="tensorflow",
+            command=container_command(TF_SCRIPT),
+            args=spec.args,
+            env=[{"name": "VPIPE_ROLE", "value": task_name}, *shared_env],
+            volumes=volumes,
+            mounts=mounts,
+            ports=[{"name": "tfjob-port", "containerPort": spec.port, "protocol": "TCP"}],
+        )
+        tasks.append(task(task_name, role.replicas, template, completes_job=task_name == finisher))
+    return job_envelope(spec.job, step=STEP, plugins={"env": [], "svc": []}, tasks=tasks)

@@ -1,0 +1,89 @@
+package vpipe;
+
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hdfs.MiniDFSCluster;
+
+/**
+ * Test-only: a real single-process HDFS (one NameNode, one DataNode) on fixed ports.
+ *
+ * Usage: MiniHdfs BASE_DIR NN_RPC_PORT NN_HTTP_PORT CORE_SITE_OUT
+ *
+ * Prints "READY hdfs://127.0.0.1:PORT http://127.0.0.1:HTTP" once up. Then reads commands
+ * from stdin, one per line, answering each with "OK <command>":
+ *   stop-nn            shut the NameNode down (clients see connection refused)
+ *   start-nn           start it again on the same ports, with the same metadata
+ * Stops the whole cluster on stdin EOF.
+ */
+public final class MiniHdfs {
+  public static void main(String[] args) throws Exception {
+    if (args.length != 4) {
+      System.err.println("usage: MiniHdfs BASE_DIR NN_RPC_PORT NN_HTTP_PORT CORE_SITE_OUT");
+      System.exit(2);
+    }
+    File base = new File(args[0]);
+    int rpcPort = Integer.parseInt(args[1]);
+    int httpPort = Integer.parseInt(args[2]);
+    File coreSite = new File(args[3]);
+
+    Configuration conf = new Configuration();
+    conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.getAbsolutePath());
+    conf.setBoolean("dfs.webhdfs.enabled", true);
+    conf.setBoolean("dfs.permissions.enabled", false);
+    conf.set("dfs.checksum.combine.mode", "COMPOSITE_CRC");
+    conf.setLong("dfs.blocksize", 16L * 1024 * 1024);
+    conf.set("hadoop.http.staticuser.user", System.getProperty("user.name"));
+    conf.set("dfs.namenode.rpc-bind-host", "0.0.0.0");
+    // Fail fast when the NameNode is down so client retries are visible to the tests.
+    conf.setInt("ipc.client.connect.max.retries", 2);
+
+    MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf)
+        .numDataNodes(1)
+        .nameNodePort(rpcPort)
+        .nameNodeHttpPort(httpPort)
+        .format(true)
+        .build();
+    cluster.waitActive();
+
+    String fsUri = "hdfs://127.0.0.1:" + rpcPort;
+    Configuration out = new Configuration(false);
+    out.set("fs.defaultFS", fsUri);
+    out.set("dfs.webhdfs.enabled", "true");
+    out.set("dfs.checksum.combine.mode", "COMPOSITE_CRC");
+    try (OutputStream os = new FileOutputStream(coreSite)) {
+      out.writeXml(os);
+    }
+    System.out.println("READY " + fsUri + " http://127.0.0.1:" + httpPort);
+    System.out.flush();
+
+    BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+    String line;
+    while ((line = in.readLine()) != null) {
+      String cmd = line.trim();
+      try {
+        if (cmd.equals("stop-nn")) {
+          cluster.shutdownNameNode(0);
+        } else if (cmd.equals("start-nn")) {
+          cluster.restartNameNode(0, true);
+        } else if (cmd.isEmpty()) {
+          continue;
+        } else {
+          System.out.println("ERR unknown command " + cmd);
+          System.out.flush();
+          continue;
+        }
+        System.out.println("OK " + cmd);
+      } catch (Exception e) {
+        System.out.println("ERR " + cmd + " " + e);
+      }
+      System.out.flush();
+    }
+    cluster.shutdown();
+  }
+}
