@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from volcano_pipelines import __version__
-from volcano_pipelines.errors import EXIT_BAD_INPUT, VpipeError
+from volcano_pipelines.errors import EXIT_BAD_INPUT, EXIT_OK, VpipeError
 
 # Each module registers its own subcommands; add a module here to add a command.
 COMMAND_MODULES: tuple[str, ...] = ("volcano_pipelines.cli.train",)
@@ -40,6 +40,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # Output piped into `head` and friends: not an error of ours.
+        sys.stderr.close()
+        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -22,7 +22,9 @@ from html.parser import HTMLParser
 url = os.environ["VPIPE_CODE_URL"]
 want = os.environ.get("VPIPE_CODE_SHA256", "").lower()
 dest = os.path.realpath(os.environ["VPIPE_CODE_DIR"])
-shown = urllib.parse.urlsplit(url)._replace(netloc=urllib.parse.urlsplit(url).hostname or "", query="", fragment="").geturl()
+parts = urllib.parse.urlsplit(url)
+# Never print credentials that may sit in the URL's user-info or query.
+shown = parts._replace(netloc=parts.netloc.rpartition("@")[2], query="", fragment="").geturl()
 
 def get(u):
     for attempt in range(6):
@@ -69,7 +71,7 @@ def fetch_dir(base, rel, seen):
             write(sub, get(link))
 
 os.makedirs(dest, exist_ok=True)
-path = urllib.parse.urlsplit(url).path
+path = parts.path
 if path.endswith("/"):
     fetch_dir(url, "", set())
 else:

@@ -210,11 +210,10 @@ def check_storage(storage: Storage) -> None:
 def check_job_options(job: JobOptions, task_replicas: Mapping[str, int]) -> None:
     check_dns_label("job.name", job.name, must_start_with_letter=True)
     # Volcano's svc plugin makes every pod's hostname <job>-<task>-<index>: it must fit a DNS label.
-    for task, replicas in task_replicas.items():
-        hostname = f"{job.name}-{task}-{max(replicas - 1, 0)}"
-        if len(hostname) > MAX_HOSTNAME:
-            room = MAX_HOSTNAME - (len(hostname) - len(job.name))
-            _fail("job.name", job.name, f"at most {room} characters, so that pod hostname {hostname!r} fits {MAX_HOSTNAME}")
+    longest = max((f"{job.name}-{task}-{max(n - 1, 0)}" for task, n in task_replicas.items()), key=len, default=job.name)
+    if len(longest) > MAX_HOSTNAME:
+        room = MAX_HOSTNAME - (len(longest) - len(job.name))
+        _fail("job.name", job.name, f"at most {room} characters, so that pod hostname {longest!r} fits {MAX_HOSTNAME}")
     check_dns_label("job.namespace", job.namespace)
     check_image("job.image", job.image)
     check_dns_subdomain("job.queue", job.queue)

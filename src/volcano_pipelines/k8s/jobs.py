@@ -1,0 +1,261 @@
+"""The thin I/O layer for Volcano Jobs: idempotent create, a watch that survives API server
+restarts and `410 Gone`, abort / delete, and the few reads a failure report needs. Every
+request here is per job, never per pod, so a waiting step costs the same for 3 pods or 300."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kubernetes import watch
+from kubernetes.client.rest import ApiException
+
+from volcano_pipelines.errors import ClusterError, InputError
+from volcano_pipelines.k8s.client import Cluster, api_error, is_transient
+from volcano_pipelines.volcano.common import RUN_LABEL, STEP_LABEL, VOLCANO_JOB_NAME_LABEL
+
+log = logging.getLogger(__name__)
+
+GROUP = "batch.volcano.sh"
+VERSION = "v1alpha1"
+PLURAL = "jobs"
+SCHEDULING_GROUP = "scheduling.volcano.sh"
+SCHEDULING_VERSION = "v1beta1"
+BUS_GROUP = "bus.volcano.sh"
+BUS_VERSION = "v1alpha1"
+
+# How long one watch request stays open; each return is a chance to look at the deadline
+# and the PodGroup. Short enough to notice a silently dead connection.
+WATCH_WINDOW_SECONDS = 20
+MAX_BACKOFF_SECONDS = 10.0
+
+
+def retrying(action: str, cluster: Cluster, call: Callable[[], Any], *, attempts: int = 6) -> Any:
+    """Run one API call, retrying transient failures (restarts, 429/5xx) with backoff."""
+    delay = 0.5
+    for attempt in range(attempts):
+        try:
+            return call()
+        except Exception as err:  # noqa: BLE001 - classified right below
+            if not is_transient(err) or attempt == attempts - 1:
+                raise api_error(err, action, cluster) from err
+            log.warning("API server not answering while trying to %s (%s); retrying in %.1fs", action, err, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, MAX_BACKOFF_SECONDS)
+    raise AssertionError("unreachable")
+
+
+def get_job(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return retrying(
+            f"read job {namespace}/{name}",
+            cluster,
+            lambda: cluster.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name),
+        )
+    except ClusterError as err:
+        if isinstance(err.__cause__, ApiException) and err.__cause__.status == 404:
+            return None
+        raise
+
+
+def find_run_job(cluster: Cluster, namespace: str, run_id: str, step: str) -> dict[str, Any] | None:
+    listing = retrying(
+        f"list jobs of run {run_id} in {namespace}",
+        cluster,
+        lambda: cluster.custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, label_selector=f"{RUN_LABEL}={run_id},{STEP_LABEL}={step}"
+        ),
+    )
+    items = listing.get("items") or []
+    return items[0] if items else None
+
+
+def create_or_attach(cluster: Cluster, job: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """Create the job, or return the one this run already created (same run label).
+    Returns (job, created)."""
+    meta = job["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    run_id = meta["labels"].get(RUN_LABEL)
+    step = meta["labels"][STEP_LABEL]
+    if run_id:
+        existing = find_run_job(cluster, namespace, run_id, step)
+        if existing is not None:
+            return existing, False
+    delay = 0.5
+    for attempt in range(6):
+        try:
+            return cluster.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, job), True
+        except Exception as err:  # noqa: BLE001 - classified right below
+            if isinstance(err, ApiException) and err.status == 409:
+                break
+            if not is_transient(err) or attempt == 5:
+                raise api_error(err, f"create job {namespace}/{name}", cluster) from err
+            log.warning("API server not answering while creating job %s/%s (%s); retrying", namespace, name, err)
+        time.sleep(delay)
+        delay = min(delay * 2, MAX_BACKOFF_SECONDS)
+        # The create may have gone through before the connection broke.
+        found = find_run_job(cluster, namespace, run_id, step) if run_id else None
+        if found is not None:
+            return found, False
+    existing = get_job(cluster, namespace, name)
+    owner_run = ((existing or {}).get("metadata", {}).get("labels") or {}).get(RUN_LABEL)
+    if existing is not None and run_id and owner_run == run_id:
+        return existing, False
+    raise InputError(
+        "job.name",
+        name,
+        f"a name not already used in namespace {namespace}: job {name} exists"
+        + (f" and belongs to run {owner_run!r}" if owner_run else "")
+        + "; choose another name, delete it, or pass the same run id to attach to it",
+    )
+
+
+def delete_job(cluster: Cluster, namespace: str, name: str) -> None:
+    try:
+        retrying(
+            f"delete job {namespace}/{name}",
+            cluster,
+            lambda: cluster.custom.delete_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background"
+            ),
+        )
+    except ClusterError as err:
+        if isinstance(err.__cause__, ApiException) and err.__cause__.status == 404:
+            return
+        raise
+
+
+def abort_job(cluster: Cluster, job: dict[str, Any]) -> str:
+    """Ask Volcano's job controller to abort (pods deleted, job kept as Aborted for the
+    record) through a bus Command; delete the job where Commands are not available.
+    Returns what was done: 'aborted' or 'deleted'."""
+    meta = job["metadata"]
+    command = {
+        "apiVersion": f"{BUS_GROUP}/{BUS_VERSION}",
+        "kind": "Command",
+        "metadata": {
+            "generateName": f"{meta['name'][:40]}-abort-",
+            "namespace": meta["namespace"],
+            "ownerReferences": [
+                {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Job", "name": meta["name"], "uid": meta["uid"]}
+            ],
+        },
+        "action": "AbortJob",
+        "target": {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Job", "name": meta["name"], "uid": meta["uid"]},
+        "reason": "StepTimeout",
+        "message": "aborted by volcano-pipelines",
+    }
+    try:
+        retrying(
+            f"abort job {meta['namespace']}/{meta['name']}",
+            cluster,
+            lambda: cluster.custom.create_namespaced_custom_object(BUS_GROUP, BUS_VERSION, meta["namespace"], "commands", command),
+        )
+        return "aborted"
+    except ClusterError as err:
+        log.warning("cannot abort through a Volcano Command (%s); deleting the job instead", err)
+        delete_job(cluster, meta["namespace"], meta["name"])
+        return "deleted"
+
+
+def get_podgroup(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return cluster.custom.get_namespaced_custom_object(SCHEDULING_GROUP, SCHEDULING_VERSION, namespace, "podgroups", name)
+    except Exception as err:  # noqa: BLE001 - a missing PodGroup or a blip only delays the hint
+        log.debug("cannot read podgroup %s/%s: %s", namespace, name, err)
+        return None
+
+
+def job_events(cluster: Cluster, namespace: str, involved_name: str) -> list[dict[str, Any]]:
+    try:
+        events = cluster.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={involved_name}")
+        return [cluster.to_dict(e) for e in events.items]
+    except Exception as err:  # noqa: BLE001
+        log.debug("cannot list events for %s/%s: %s", namespace, involved_name, err)
+        return []
+
+
+def job_pods(cluster: Cluster, namespace: str, job_name: str) -> list[dict[str, Any]]:
+    pods = retrying(
+        f"list pods of job {namespace}/{job_name}",
+        cluster,
+        lambda: cluster.core.list_namespaced_pod(namespace, label_selector=f"{VOLCANO_JOB_NAME_LABEL}={job_name}"),
+    )
+    return [cluster.to_dict(p) for p in pods.items]
+
+
+def pod_log_tail(cluster: Cluster, namespace: str, pod: str, lines: int = 20) -> str | None:
+    """The last lines of a pod's log where the API serves them (not with fake kubelets)."""
+    try:
+        text = cluster.core.read_namespaced_pod_log(pod, namespace, tail_lines=lines, _request_timeout=10)
+        return text or None
+    except Exception as err:  # noqa: BLE001 - logs are a bonus; the failure report stands without them
+        log.debug("no logs for pod %s/%s: %s", namespace, pod, err)
+        return None
+
+
+def watch_job(
+    cluster: Cluster, namespace: str, name: str, window: Callable[[], int] = lambda: WATCH_WINDOW_SECONDS
+) -> Iterator[dict[str, Any] | None]:
+    """Yields the job every time it changes, and None at least every `window()` seconds
+    (a tick for deadlines and hints). Survives connection loss and `410 Gone` by re-reading
+    the job and resuming from its resourceVersion. Ends when the job is deleted."""
+    resource_version: str | None = None
+    delay = 0.5
+    while True:
+        if resource_version is None:
+            job = get_job(cluster, namespace, name)
+            if job is None:
+                return
+            resource_version = job["metadata"]["resourceVersion"]
+            yield job
+        stream = watch.Watch()
+        seconds = max(1, int(window()))
+        try:
+            for event in stream.stream(
+                cluster.custom.list_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                field_selector=f"metadata.name={name}",
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=seconds,
+                _request_timeout=seconds + 10,
+            ):
+                kind = event["type"]
+                obj = event["object"]
+                if kind == "ERROR":
+                    if (obj or {}).get("code") == 410:
+                        resource_version = None
+                        break
+                    raise ApiException(status=(obj or {}).get("code", 500), reason=str((obj or {}).get("message")))
+                resource_version = obj["metadata"]["resourceVersion"]
+                if kind == "DELETED":
+                    return
+                if kind in ("ADDED", "MODIFIED"):
+                    yield obj
+            delay = 0.5
+            yield None
+        except ApiException as err:
+            if err.status == 410:
+                resource_version = None
+                continue
+            if not is_transient(err):
+                raise api_error(err, f"watch job {namespace}/{name}", cluster) from err
+            log.warning("watch of job %s/%s interrupted (%s); resuming", namespace, name, err.status)
+            yield None
+            time.sleep(delay)
+            delay = min(delay * 2, MAX_BACKOFF_SECONDS)
+        except Exception as err:  # noqa: BLE001
+            if not is_transient(err):
+                raise
+            log.warning("watch of job %s/%s interrupted (%s); resuming", namespace, name, type(err).__name__)
+            yield None
+            time.sleep(delay)
+            delay = min(delay * 2, MAX_BACKOFF_SECONDS)
+        finally:
+            stream.stop()
