@@ -28,6 +28,10 @@ KUBERNETES_VERSION = "v1.34.1"
 VOLCANO_VERSION = "v1.14.1"
 KWOK_VERSION = "v0.8.0"
 ETCD_VERSION = "v3.6.16"
+# The Go toolchain the binaries are built with. An older installed `go` (>= 1.21) fetches
+# this exact version from the Go module proxy; a newer one switches down to it, so every
+# machine builds the same thing.
+GO_TOOLCHAIN = "go1.26.8"
 
 
 @dataclass(frozen=True)
@@ -89,15 +93,25 @@ def cache_root() -> Path:
 
 
 def go_binary() -> str:
-    go = shutil.which("go") or "/usr/local/go/bin/go"
-    if not Path(go).exists():
-        raise RuntimeError("the Go toolchain is not installed (run tests/cluster/ci_prepare.sh)")
-    return go
+    """The `go` command: on PATH, in /usr/local/go, or the toolchain ci_prepare.sh unpacked."""
+    candidates = [shutil.which("go"), "/usr/local/go/bin/go", str(cache_root() / "go" / "bin" / "go")]
+    for go in candidates:
+        if go and Path(go).exists():
+            return go
+    raise RuntimeError("the Go toolchain is not installed (run tests/cluster/ci_prepare.sh)")
+
+
+def go_available() -> bool:
+    try:
+        go_binary()
+        return True
+    except RuntimeError:
+        return False
 
 
 def go_version() -> str:
     return subprocess.run(
-        [go_binary(), "env", "GOVERSION"], check=True, capture_output=True, text=True
+        [go_binary(), "env", "GOVERSION"], check=True, capture_output=True, text=True, env=go_env()
     ).stdout.strip()
 
 
@@ -134,8 +148,7 @@ def go_env() -> dict[str, str]:
     env.setdefault("GOCACHE", str(cache_root() / "go-build"))
     env["CGO_ENABLED"] = "0"
     env["GOFLAGS"] = "-buildvcs=false"
-    # The machine's Go is used as is; never fetch another toolchain behind our back.
-    env.setdefault("GOTOOLCHAIN", "local")
+    env.setdefault("GOTOOLCHAIN", GO_TOOLCHAIN)
     return env
 
 

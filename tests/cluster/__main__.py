@@ -1,0 +1,85 @@
+"""Command line for the local control plane.
+
+    python -m tests.cluster build [--force]     build or reuse the pinned binaries
+    python -m tests.cluster up [--nodes N] [--state-dir DIR]
+                                                start everything, print the kubeconfig path
+    python -m tests.cluster status [--state-dir DIR]
+    python -m tests.cluster down [--state-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from tests.cluster import build
+from tests.cluster.launcher import ControlPlane, NodeShape
+
+
+def default_state_dir() -> Path:
+    return build.cache_root() / "cluster"
+
+
+def _log(message: str) -> None:
+    # Progress goes to stderr so that stdout carries only the kubeconfig path.
+    print(message, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.cluster")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_build = sub.add_parser("build", help="build or reuse the control-plane binaries")
+    p_build.add_argument("--force", action="store_true")
+    sub.add_parser("bin-dir", help="print the binary directory for the current pins")
+    p_up = sub.add_parser("up", help="start the control plane in the background")
+    p_up.add_argument("--nodes", type=int, default=NodeShape.count)
+    p_up.add_argument("--node-cpu", default=NodeShape.cpu)
+    p_up.add_argument("--node-memory", default=NodeShape.memory)
+    p_up.add_argument("--node-gpus", type=int, default=NodeShape.gpus)
+    for p in (p_up, sub.add_parser("down", help="stop it"), sub.add_parser("status", help="show it")):
+        p.add_argument("--state-dir", type=Path, default=default_state_dir())
+    args = parser.parse_args(argv)
+
+    if args.command == "build":
+        build.build(force=args.force, log=_log)
+        return 0
+    if args.command == "bin-dir":
+        print(build.bin_dir())
+        return 0
+    state_dir: Path = args.state_dir.resolve()
+    if args.command == "up":
+        if (state_dir / "state.json").exists() and any(
+            p.alive() for p in ControlPlane.attach(state_dir).processes.values()
+        ):
+            _log(f"already running (state in {state_dir}); run `down` first")
+            print(state_dir / "kubeconfig")
+            return 1
+        if state_dir.exists():
+            shutil.rmtree(state_dir)  # fresh etcd data and certificates each time
+        bin_dir = build.build(log=_log)
+        shape = NodeShape(count=args.nodes, cpu=args.node_cpu, memory=args.node_memory, gpus=args.node_gpus)
+        plane = ControlPlane(state_dir=state_dir, bin_dir=bin_dir, nodes=shape, detach=True, log=_log)
+        plane.start()
+        _log(f"export KUBECONFIG={plane.kubeconfig}   # stop with: python -m tests.cluster down")
+        print(plane.kubeconfig)
+        return 0
+    if not (state_dir / "state.json").exists():
+        _log(f"not running (no {state_dir / 'state.json'})")
+        return 0 if args.command == "down" else 1
+    plane = ControlPlane.attach(state_dir)
+    if args.command == "status":
+        for process in plane.processes.values():
+            print(f"{process.name:24} pid {process.pid:<8} {'running' if process.alive() else 'DEAD'}")
+        print(f"kubeconfig: {plane.kubeconfig}")
+        return 0 if all(p.alive() for p in plane.processes.values()) else 1
+    plane.stop()
+    _log("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

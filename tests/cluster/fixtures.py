@@ -1,0 +1,127 @@
+"""pytest plugin: a real Kubernetes + Volcano cluster for integration tests.
+
+Loaded by ``tests/conftest.py``. The session fixture ``cluster`` picks, in order:
+
+1. the kubeconfig named by ``VPIPE_TEST_KUBECONFIG`` (an existing cluster with Volcano);
+2. ``kind`` when Docker and kind are installed;
+3. the local control plane (``tests/cluster/launcher.py``), building the binaries first
+   if needed (a cold build takes a long while; ``tests/cluster/ci_prepare.sh`` does it
+   ahead of time in CI).
+
+Tests that need it skip, with a one-line reason, only when none of these can be had.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from tests.cluster import build
+from tests.cluster.launcher import ControlPlane
+
+KUBECONFIG_ENV = "VPIPE_TEST_KUBECONFIG"
+KIND_CLUSTER = "vpipe-test"
+
+
+@dataclass
+class Cluster:
+    """What a test gets: a kubeconfig, API clients, and (local only) the control plane."""
+
+    kubeconfig: Path
+    kind: str  # "external" | "kind" | "local"
+    plane: ControlPlane | None = None
+
+    def api_client(self) -> Any:
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def require_local(self) -> ControlPlane:
+        """For tests that restart the apiserver or read its audit log."""
+        if self.plane is None:
+            pytest.skip(f"needs the local control plane (this run uses a {self.kind} cluster)")
+        return self.plane
+
+
+def _go_available() -> bool:
+    return build.go_available()
+
+
+def _kind_available() -> bool:
+    return shutil.which("docker") is not None and shutil.which("kind") is not None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Build the control plane before the first test runs, outside any per-test timeout,
+    and only when integration tests were selected and no other cluster was named."""
+    if not any(item.get_closest_marker("integration") for item in items):
+        return
+    if os.environ.get(KUBECONFIG_ENV) or _kind_available() or not _go_available():
+        return
+    if not build.is_built():
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        log = (lambda msg: reporter.write_line(f"[tests.cluster] {msg}")) if reporter else print
+        log("building the local control plane (cold builds take tens of minutes)")
+        build.build(log=log)
+
+
+def _kind_cluster(tmp: Path) -> Cluster:
+    # Unverified here (no Docker on the development machine): a kind cluster with
+    # Volcano's release installer from the module cache, which pulls Volcano's images.
+    kubeconfig = tmp / "kind-kubeconfig"
+    subprocess.run(["kind", "create", "cluster", "--name", KIND_CLUSTER, "--kubeconfig", str(kubeconfig)], check=True)
+    installer = build.module_dir("volcano.sh/volcano", build.VOLCANO_VERSION) / "installer" / "volcano-development.yaml"
+    subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "apply", "--server-side", "-f", str(installer)], check=True)
+    return Cluster(kubeconfig, "kind")
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    named = os.environ.get(KUBECONFIG_ENV)
+    if named:
+        yield Cluster(Path(named), "external")
+        return
+    if _kind_available():
+        tmp = tmp_path_factory.mktemp("kind")
+        try:
+            yield _kind_cluster(tmp)
+        finally:
+            subprocess.run(["kind", "delete", "cluster", "--name", KIND_CLUSTER], check=False)
+        return
+    if not _go_available():
+        pytest.skip(f"no cluster: set {KUBECONFIG_ENV}, install Docker+kind, or install Go to build tests/cluster")
+    bin_dir = build.build()  # normally a no-op: built at collection time or by ci_prepare.sh
+    state_dir = tmp_path_factory.mktemp("control-plane")
+    plane = ControlPlane(state_dir=state_dir, bin_dir=bin_dir, log=lambda msg: None)
+    plane.start()
+    try:
+        yield Cluster(plane.kubeconfig, "local", plane)
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace per test, deleted afterwards (its objects go with it)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(cluster.api_client())
+    base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{base}-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": name, "labels": {"vpipe-test": "true"}}})
+    try:
+        yield name
+    finally:
+        try:
+            core.delete_namespace(name)
+        except client.ApiException as err:
+            if err.status != 404:
+                raise

@@ -1,0 +1,163 @@
+"""Smoke test of the test harness itself: a hand-written Volcano Job on the real control plane.
+
+Proves that the apiserver accepts Volcano's CRDs, that Volcano's job controller creates the
+PodGroup, pods, Service and ConfigMap, that the Volcano scheduler gang-schedules the pods on
+kwok's fake nodes, that kwok plays the pod lifecycle of tests/cluster/behaviour.py, and
+that Volcano's CompleteJob policy finishes the job (parameter server deleted).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import pytest
+from kubernetes import client
+
+from tests.cluster import behaviour
+
+pytestmark = pytest.mark.integration
+
+GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
+
+
+def _template(task: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"labels": {"app": "smoke", **(labels or {})}},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "main",
+                "image": "registry.invalid/never-pulled:1",  # kwok runs no container
+                "command": ["true"],
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+            }],
+        },
+    }
+
+
+def _job(name: str, worker_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    # Without Volcano's admission webhook nothing defaults these fields: set them all.
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": "volcano",
+            "queue": "default",
+            "minAvailable": 3,
+            "maxRetry": 0,
+            "plugins": {"svc": [], "env": []},
+            "tasks": [
+                {"name": "ps", "replicas": 1, "minAvailable": 1, "template": _template("ps")},
+                {
+                    "name": "worker",
+                    "replicas": 2,
+                    "minAvailable": 2,
+                    "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
+                    "template": _template("worker", worker_labels),
+                },
+            ],
+        },
+    }
+
+
+def _wait_for(what: str, check: Callable[[], Any], timeout: float = 90, interval: float = 0.25) -> Any:
+    end = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def test_volcano_job_ps_worker_completes(cluster, namespace: str) -> None:
+    api = cluster.api_client()
+    custom = client.CustomObjectsApi(api)
+    core = client.CoreV1Api(api)
+    name = "smoke"
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "jobs", _job(name))
+
+    # PodGroup created by Volcano's job controller with the gang size.
+    def podgroup() -> dict[str, Any] | None:
+        groups = custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", namespace, "podgroups")
+        owned = [g for g in groups["items"]
+                 if any(ref["name"] == name for ref in g["metadata"].get("ownerReferences", []))]
+        return owned[0] if owned else None
+
+    group = _wait_for("PodGroup", podgroup, timeout=30)
+    assert group["spec"]["minMember"] == 3
+
+    # Watch pod phases until the job ends; kwok runs workers for ~3 s, so polling sees them.
+    seen: dict[str, set[str]] = {}
+    pods_by_name: dict[str, Any] = {}
+
+    def job_phase() -> str:
+        job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "jobs", name)
+        return job.get("status", {}).get("state", {}).get("phase", "")
+
+    def finished() -> bool:
+        for pod in core.list_namespaced_pod(namespace).items:
+            seen.setdefault(pod.metadata.name, set()).add(pod.status.phase)
+            pods_by_name[pod.metadata.name] = pod
+        return job_phase() == "Completed"
+
+    _wait_for("job Completed", finished, timeout=120)
+
+    ps_pod, workers = f"{name}-ps-0", [f"{name}-worker-0", f"{name}-worker-1"]
+    assert set(seen) == {ps_pod, *workers}
+    for pod_name in seen:
+        assert "Running" in seen[pod_name], f"{pod_name} never ran: {seen[pod_name]}"
+        pod = pods_by_name[pod_name]
+        assert pod.spec.node_name and pod.spec.node_name.startswith("kwok-node-")
+        assert pod.spec.scheduler_name == "volcano"
+        # svc plugin: stable DNS names through hostname + subdomain (the job's headless Service).
+        assert pod.spec.hostname == pod_name
+        assert pod.spec.subdomain == name
+        env = {e.name: e.value for e in pod.spec.containers[0].env or []}
+        assert "VK_TASK_INDEX" in env  # env plugin
+    for worker in workers:
+        assert "Succeeded" in seen[worker]
+        terminated = pods_by_name[worker].status.container_statuses[0].state.terminated
+        assert terminated is not None and terminated.exit_code == 0
+    assert "Succeeded" not in seen[ps_pod]  # parameter servers never finish on their own
+
+    # CompleteJob deleted the parameter server (kwok removes deleted pods).
+    _wait_for("PS pod deleted", lambda: ps_pod not in {p.metadata.name for p in core.list_namespaced_pod(namespace).items}, timeout=30)
+
+    config_map = core.read_namespaced_config_map(f"{name}-svc", namespace)
+    assert config_map.data["ps.host"].split() == [f"{ps_pod}.{name}"]
+    assert config_map.data["worker.host"].split() == [f"{w}.{name}" for w in workers]
+    service = core.read_namespaced_service(name, namespace)
+    assert service.spec.cluster_ip == "None"
+
+
+def test_failure_label_fails_pod_with_exit_code(cluster, namespace: str) -> None:
+    """The kwok failure label: a worker exits with the chosen code and the job fails."""
+    api = cluster.api_client()
+    custom = client.CustomObjectsApi(api)
+    core = client.CoreV1Api(api)
+    name = "smoke-fail"
+    job = _job(name, worker_labels=behaviour.fail_with(7))
+    job["spec"]["policies"] = [{"event": "PodFailed", "action": "AbortJob"}]
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "jobs", job)
+
+    def failed_pod() -> Any:
+        for pod in core.list_namespaced_pod(namespace).items:
+            if pod.status.phase == "Failed":
+                return pod
+        return None
+
+    pod = _wait_for("a failed worker pod", failed_pod, timeout=90)
+    assert pod.metadata.labels[behaviour.TASK_SPEC_LABEL] == "worker"
+    terminated = pod.status.container_statuses[0].state.terminated
+    assert terminated.exit_code == 7
+    assert terminated.reason == behaviour.FAIL_REASON
+
+    def phase() -> str:
+        got = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "jobs", name)
+        return got.get("status", {}).get("state", {}).get("phase", "")
+
+    _wait_for("job Aborted", lambda: phase() in ("Aborting", "Aborted"), timeout=60)
