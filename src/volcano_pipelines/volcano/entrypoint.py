@@ -27,6 +27,8 @@ parts = urllib.parse.urlsplit(url)
 shown = parts._replace(netloc=parts.netloc.rpartition("@")[2], query="", fragment="").geturl()
 
 def get(u):
+    # A query (e.g. a signed token) applies to every request below the base URL too.
+    u = u + ("?" + parts.query if parts.query and "?" not in u else "")
     for attempt in range(6):
         try:
             with urllib.request.urlopen(u, timeout=60) as r:
@@ -73,7 +75,7 @@ def fetch_dir(base, rel, seen):
 os.makedirs(dest, exist_ok=True)
 path = parts.path
 if path.endswith("/"):
-    fetch_dir(url, "", set())
+    fetch_dir(parts._replace(query="", fragment="").geturl(), "", set())
 else:
     data = get(url)
     got = hashlib.sha256(data).hexdigest()
@@ -146,9 +148,10 @@ while read -r host _; do
   [ -n "$host" ] && printf '%s slots=%s\n' "$host" "$VPIPE_SLOTS_PER_WORKER" >> "$hostfile"
 done < "$VPIPE_WORKER_HOSTFILE"
 # Gang scheduling starts every pod together, but sshd may not listen yet: wait for each.
+ssh_port="${VPIPE_SSH_PORT:-22}"
 while read -r host _; do
   for attempt in $(seq 1 120); do
-    if (exec 3<>"/dev/tcp/$host/22") 2>/dev/null; then break; fi
+    if (exec 3<>"/dev/tcp/$host/$ssh_port") 2>/dev/null; then break; fi
     [ "$attempt" = 120 ] && { log "sshd on $host did not answer in 120 s"; exit 69; }
     sleep 1
   done

@@ -1,0 +1,250 @@
+"""The generated container command, executed for real under bash: code fetched from a local
+HTTP server, the entry point run with the contract's arguments, and arbitrary user strings
+(args, env values, paths) arriving verbatim. No container runtime: same argv, same env."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import io
+import json
+import os
+import socket
+import subprocess
+import tarfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from volcano_pipelines.volcano.mpi import build_mpi_job
+from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Role, Storage, TFJobSpec
+from volcano_pipelines.volcano.tf import build_tf_job
+
+# The stub entry point: records exactly what it received.
+RECORDER = """#!/bin/bash
+exec python3 -c 'import json, os, sys
+json.dump({"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd()}, open(os.environ["VPIPE_TEST_OUT"], "w"))' "$@"
+"""
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def file_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    root = tmp_path_factory.mktemp("files")
+    code = root / "mnist"
+    (code / "lib").mkdir(parents=True)
+    (code / "run.sh").write_text(RECORDER)
+    (code / "lib" / "model.py").write_text("MODEL = 1\n")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(code / "run.sh", arcname="run.sh")
+    (root / "code.tgz").write_bytes(buffer.getvalue())
+    evil = io.BytesIO()
+    with tarfile.open(fileobj=evil, mode="w:gz") as tar:
+        info = tarfile.TarInfo("../escaped.sh")
+        data = RECORDER.encode()
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    (root / "evil.tgz").write_bytes(evil.getvalue())
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", root
+    server.shutdown()
+
+
+def run_container(job: dict, task: str, tmp: Path, *, task_index: int = 0, extra_env: dict[str, str] | None = None,
+                  path_prefix: str | None = None) -> subprocess.CompletedProcess:
+    """Run a task's container command as the kubelet would: argv = command + args, env = env."""
+    container = next(t for t in job["spec"]["tasks"] if t["name"] == task)["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    env["VPIPE_CODE_DIR"] = str(tmp / "code")  # the pod's emptyDir
+    env.update({"VK_TASK_INDEX": str(task_index), "VPIPE_TEST_OUT": str(tmp / "out.json"), "HOME": str(tmp)})
+    env["PATH"] = (path_prefix + os.pathsep if path_prefix else "") + os.environ["PATH"]
+    env.update(extra_env or {})
+    return subprocess.run(container["command"] + container["args"], env=env, cwd=tmp, capture_output=True, timeout=60)
+
+
+def received(tmp: Path) -> dict[str, Any]:
+    return json.loads((tmp / "out.json").read_text())
+
+
+def contract_argv(role: str, index: int, shard: int, job: dict, data_dir: str = "/data", log_dir: str = "/logs") -> list[str]:
+    env = {e["name"]: e["value"] for e in job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["env"]}
+    return [
+        f"--job_name={role}", f"--task_index={index}", f"--ps_hosts={env['VPIPE_PS_HOSTS']}",
+        f"--worker_hosts={env['VPIPE_WORKER_HOSTS']}", f"--data_dir={data_dir}", f"--log_dir={log_dir}",
+        f"--shard_index={shard}", f"--num_shards={env['VPIPE_NUM_SHARDS']}",
+    ]
+
+
+def tf_job(base_url: str, **overrides: Any) -> dict:
+    fields: dict[str, Any] = {"job": JobOptions(name="mnist"), "code": CodeSource(url=f"{base_url}/mnist/"),
+                              "worker": Role(replicas=3), "ps": Role(replicas=2)}
+    fields.update(overrides)
+    return build_tf_job(TFJobSpec(**fields))
+
+
+def test_worker_gets_contract_args_tf_config_and_fetched_directory(file_server: tuple[str, Path], tmp_path: Path) -> None:
+    base, _ = file_server
+    job = tf_job(base, args=("--epochs=3",))
+    proc = run_container(job, "worker", tmp_path, task_index=2)
+    assert proc.returncode == 0, proc.stderr.decode()
+    got = received(tmp_path)
+    assert got["argv"] == contract_argv("worker", 2, 2, job) + ["--epochs=3"]
+    assert got["cwd"] == str(tmp_path / "code")
+    assert (tmp_path / "code" / "lib" / "model.py").read_text() == "MODEL = 1\n"  # recursive directory fetch
+    tf_config = json.loads(got["env"]["TF_CONFIG"])
+    assert tf_config["task"] == {"type": "worker", "index": 2}
+    assert tf_config["cluster"]["ps"] == ["mnist-ps-0.mnist:2222", "mnist-ps-1.mnist:2222"]
+    assert len(tf_config["cluster"]["worker"]) == 3
+
+
+def test_ps_shard_zero_and_evaluator_outside_cluster(file_server: tuple[str, Path], tmp_path: Path) -> None:
+    base, _ = file_server
+    job = tf_job(base, evaluator=Role())
+    proc = run_container(job, "ps", tmp_path, task_index=1)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert received(tmp_path)["argv"] == contract_argv("ps", 1, 0, job)
+    proc = run_container(job, "evaluator", tmp_path, task_index=0)
+    assert proc.returncode == 0, proc.stderr.decode()
+    tf_config = json.loads(received(tmp_path)["env"]["TF_CONFIG"])
+    assert tf_config["task"] == {"type": "evaluator", "index": 0}
+    assert "evaluator" not in tf_config["cluster"]
+
+
+def test_archive_with_matching_sha256(file_server: tuple[str, Path], tmp_path: Path) -> None:
+    base, root = file_server
+    digest = hashlib.sha256((root / "code.tgz").read_bytes()).hexdigest()
+    job = tf_job(base, code=CodeSource(url=f"{base}/code.tgz", sha256=digest))
+    proc = run_container(job, "worker", tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert received(tmp_path)["argv"][0] == "--job_name=worker"
+
+
+def test_sha256_mismatch_stops_before_running(file_server: tuple[str, Path], tmp_path: Path) -> None:
+    base, _ = file_server
+    job = tf_job(base, code=CodeSource(url=f"{base}/code.tgz", sha256="0" * 64))
+    proc = run_container(job, "worker", tmp_path)
+    assert proc.returncode != 0
+    assert b"sha256" in proc.stderr and b"expected " + b"0" * 64 in proc.stderr
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_archive_escaping_the_code_dir_is_refused(file_server: tuple[str, Path], tmp_path: Path) -> None:
+    base, _ = file_server
+    proc = run_container(tf_job(base, code=CodeSource(url=f"{base}/evil.tgz")), "worker", tmp_path)
+    assert proc.returncode != 0 and b"refusing" in proc.stderr
+    assert not (tmp_path / "escaped.sh").exists()
+
+
+def test_download_failure_names_the_url_without_credentials(file_server: tuple[str, Path], tmp_path: Path) -> None:
+    base, _ = file_server
+    url = base.replace("http://", "http://user:s3cret@") + "/missing.tgz?token=hidden"
+    proc = run_container(tf_job(base, code=CodeSource(url=url)), "worker", tmp_path)
+    assert proc.returncode != 0
+    assert b"missing.tgz" in proc.stderr and b"s3cret" not in proc.stderr and b"hidden" not in proc.stderr
+
+
+def test_missing_entry_point(file_server: tuple[str, Path], tmp_path: Path) -> None:
+    base, _ = file_server
+    proc = run_container(tf_job(base, code=CodeSource(url=f"{base}/mnist/", entry="train.sh")), "worker", tmp_path)
+    assert proc.returncode == 66 and b"train.sh" in proc.stderr
+
+
+def test_code_path_from_image(file_server: tuple[str, Path], tmp_path: Path) -> None:
+    _, root = file_server
+    job = tf_job("http://unused", code=CodeSource(path=str(root / "mnist")))
+    proc = run_container(job, "worker", tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert received(tmp_path)["cwd"] == str(root / "mnist")
+
+
+def test_bad_task_index_is_refused(file_server: tuple[str, Path], tmp_path: Path) -> None:
+    base, _ = file_server
+    proc = run_container(tf_job(base), "worker", tmp_path, extra_env={"VK_TASK_INDEX": "1;id"})
+    assert proc.returncode == 64 and not (tmp_path / "out.json").exists()
+
+
+# Anything a process can receive: every character but NUL (and lone surrogates, which no
+# encoding can carry).
+any_text = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=40)
+abs_path = any_text.map(lambda s: "/" + s).filter(
+    lambda p: p.rstrip("/") != "" and ".." not in p.split("/")
+    and not any(p == m or p.startswith(m + "/") for m in ("/vpipe", "/etc/volcano", "/root/.ssh"))
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(args=st.lists(any_text, max_size=6), value=any_text, data_dir=abs_path, log_dir=abs_path)
+def test_user_strings_arrive_verbatim(file_server: tuple[str, Path], tmp_path_factory: pytest.TempPathFactory,
+                                      args: list[str], value: str, data_dir: str, log_dir: str) -> None:
+    if data_dir.rstrip("/") == log_dir.rstrip("/"):
+        log_dir = log_dir + "-logs"
+    base, _ = file_server
+    tmp = tmp_path_factory.mktemp("run")
+    job = tf_job(base, args=tuple(args), worker=Role(replicas=3, env={"USER_VALUE": value}),
+                 storage=Storage(data_dir=data_dir, log_dir=log_dir))
+    proc = run_container(job, "worker", tmp, task_index=1)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    got = received(tmp)
+    assert got["argv"] == contract_argv("worker", 1, 1, job, data_dir, log_dir) + args
+    assert got["env"]["USER_VALUE"] == value
+
+
+def test_url_with_shell_metacharacters_is_only_a_url(file_server: tuple[str, Path], tmp_path: Path) -> None:
+    base, _ = file_server
+    marker = tmp_path / "pwned"
+    job = tf_job(base, code=CodeSource(url=f"{base}/mnist/?x=$(touch%20{marker})`touch${{IFS}}{marker}`;touch${{IFS}}{marker}"))
+    proc = run_container(job, "worker", tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert not marker.exists()
+
+
+@pytest.fixture()
+def fake_mpiexec(tmp_path: Path) -> Path:
+    """mpiexec is the one part replaced: it records its argv (no MPI runtime is launched)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mpiexec").write_text(
+        "#!/bin/bash\nexec python3 -c 'import json, os, sys\n"
+        "json.dump({\"argv\": sys.argv[1:], \"hostfile\": open(sys.argv[sys.argv.index(\"--hostfile\") + 1]).read()},"
+        " open(os.environ[\"VPIPE_TEST_OUT\"], \"w\"))' \"$@\"\n"
+    )
+    (bin_dir / "mpiexec").chmod(0o755)
+    return bin_dir
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(program=st.lists(any_text, min_size=1, max_size=5), extra=st.lists(any_text, max_size=3))
+def test_mpi_master_runs_mpiexec_verbatim(fake_mpiexec: Path, tmp_path_factory: pytest.TempPathFactory,
+                                          program: list[str], extra: list[str]) -> None:
+    tmp = tmp_path_factory.mktemp("mpi")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    hostfile = tmp / "mpiworker.host"
+    hostfile.write_text("127.0.0.1\n127.0.0.1\n")  # what Volcano's svc plugin writes: one host per line
+    job = build_mpi_job(MPIJobSpec(job=JobOptions(name="hello"), command=tuple(program), worker=Role(replicas=2),
+                                   slots_per_worker=3, mpiexec_args=tuple(extra)))
+    try:
+        proc = run_container(job, "mpimaster", tmp, path_prefix=str(fake_mpiexec), extra_env={
+            "VPIPE_WORKER_HOSTFILE": str(hostfile), "VPIPE_SSH_PORT": str(listener.getsockname()[1]),
+            "VPIPE_ENTRY": "unused"})
+    finally:
+        listener.close()
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    got = received(tmp)
+    hostfile_arg = got["argv"][got["argv"].index("--hostfile") + 1]
+    assert got["argv"] == ["--allow-run-as-root", "--hostfile", hostfile_arg, "-np", "6", *extra, *program]
+    assert got["hostfile"] == "127.0.0.1 slots=3\n127.0.0.1 slots=3\n"
