@@ -13,7 +13,7 @@ from volcano_pipelines import __version__
 from volcano_pipelines.errors import EXIT_BAD_INPUT, EXIT_OK, VpipeError
 
 # Each module registers its own subcommands; add a module here to add a command.
-COMMAND_MODULES: tuple[str, ...] = ("volcano_pipelines.cli.train",)
+COMMAND_MODULES: tuple[str, ...] = ("volcano_pipelines.cli.train", "volcano_pipelines.cli.sync")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,357 @@
+"""Carrying out a plan: a bounded pool of transfer threads. Each file is streamed in big
+chunks to a temporary sibling, its mtime set, fsynced, verified, and only then renamed
+over the final name, so a final name never holds a partial file."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from volcano_pipelines.transfer.dest import (
+    DENIED_ERRNOS,
+    FULL_ERRNOS,
+    DestinationDenied,
+    DestinationFull,
+    DirMaker,
+    UnsafePath,
+    classify_os_error,
+)
+from volcano_pipelines.transfer.plan import Action, Entry, Plan, PlanItem, parent_dirs, temp_name
+from volcano_pipelines.transfer.sources import Source, is_transient
+
+log = logging.getLogger(__name__)
+
+CHUNK_SIZE = 8 << 20
+# GlusterFS: each create/rename/setattr is a network round trip through the FUSE client
+# and brick daemon; many small files in flight hide that latency (TESTING.md: temp file +
+# rename with 32 threads is ~3x faster than with 1).
+DEFAULT_TRANSFERS = 32
+MAX_ATTEMPTS = 4
+
+
+class SourceChanged(Exception):
+    pass
+
+
+class VerifyFailed(Exception):
+    pass
+
+
+@dataclass
+class Outcome:
+    path: str
+    result: str  # copied | skipped | deleted | cleaned | failed
+    bytes: int = 0
+    error: str | None = None
+
+
+ProgressFn = Callable[[str, int], None]  # (path, bytes just written); thread-safe callee
+
+
+def _noop(path: str, n: int) -> None:
+    pass
+
+
+@dataclass
+class Options:
+    transfers: int = DEFAULT_TRANSFERS
+    checksum: bool = False
+    chunk_size: int = CHUNK_SIZE
+    max_attempts: int = MAX_ATTEMPTS
+    retry_delay: float = 0.5
+
+
+def _hash_stream(stream: BinaryIO, chunk: int) -> tuple[str, int]:
+    h = hashlib.sha256()
+    n = 0
+    while True:
+        buf = stream.read(chunk)
+        if not buf:
+            return h.hexdigest(), n
+        h.update(buf)
+        n += len(buf)
+
+
+def _hash_file(path: str, chunk: int) -> str:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        # Read what the file system has, not our own dirty pages.
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            fd = -1
+            return _hash_stream(f, chunk)[0]  # type: ignore[arg-type]
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _write_all(fd: int, buf: bytes) -> None:
+    view = memoryview(buf)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+class Executor:
+    def __init__(
+        self,
+        source: Source,
+        root: str,
+        options: Options,
+        progress: ProgressFn = _noop,
+        done: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.done = done
+        self.source = source
+        self.root = root
+        self.opts = options
+        self.progress = progress
+        self.dirs = DirMaker(root)
+        self.stop = threading.Event()  # set on a destination-wide failure (full / denied)
+        self.fatal: Exception | None = None
+        self._renamed_dirs: set[str] = set()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ whole plan
+
+    def run(self, plan: Plan) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        for item in plan.of(Action.CLEANUP):
+            outcomes.append(self._remove(item, "cleaned"))
+        for item in plan.of(Action.REJECT):
+            outcomes.append(Outcome(item.path, "failed", error=f"rejected: {item.reason}"))
+        for item in plan.of(Action.SKIP):
+            outcomes.append(Outcome(item.path, "skipped"))
+        deletes = plan.of(Action.DELETE)
+        # A destination file in the way of a source directory goes first.
+        conflicts = [d for d in deletes if d.reason.startswith("a file where")]
+        for item in conflicts:
+            outcomes.append(self._remove(item, "deleted"))
+        work = plan.of(Action.COPY, Action.COMPARE)
+        bad_dirs: dict[str, str] = {}
+        for rel_dir in parent_dirs(item.path for item in work):
+            if any(rel_dir == b or rel_dir.startswith(b + "/") for b in bad_dirs):
+                continue
+            try:
+                self.dirs.ensure(rel_dir)
+            except UnsafePath as err:
+                bad_dirs[rel_dir] = str(err)
+            except OSError as err:
+                mapped = classify_os_error(err, f"creating directory {rel_dir}")
+                if mapped is err:
+                    bad_dirs[rel_dir] = f"cannot create directory: {err.strerror}"
+                else:
+                    self.fatal = mapped
+                    self.stop.set()
+                    break
+        runnable: list[PlanItem] = []
+        for item in work:
+            blocked = next((why for d, why in bad_dirs.items() if item.path.startswith(d + "/")), None)
+            if blocked:
+                outcomes.append(Outcome(item.path, "failed", error=f"unsafe destination: {blocked}"))
+            else:
+                runnable.append(item)
+        # Largest first: the pool finishes together instead of waiting on one big tail.
+        runnable.sort(key=lambda i: (-i.size, i.path))
+        workers = max(1, min(self.opts.transfers, len(runnable) or 1))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync") as pool:
+            outcomes.extend(pool.map(self._transfer_guarded, runnable))
+        self._sync_dirs()
+        if not self.stop.is_set():
+            for item in deletes:
+                if item not in conflicts:
+                    outcomes.append(self._remove(item, "deleted"))
+        return outcomes
+
+    # ------------------------------------------------------------------ one file
+
+    def _transfer_guarded(self, item: PlanItem) -> Outcome:
+        outcome = self._transfer_checked(item)
+        if self.done is not None:
+            self.done(outcome.path, outcome.result)
+        return outcome
+
+    def _transfer_checked(self, item: PlanItem) -> Outcome:
+        if self.stop.is_set():
+            return Outcome(item.path, "failed", error=f"not attempted: {self.fatal}")
+        try:
+            return self._transfer(item)
+        except (DestinationFull, DestinationDenied) as err:
+            with self._lock:
+                if self.fatal is None:
+                    self.fatal = err
+            self.stop.set()
+            return Outcome(item.path, "failed", error=str(err))
+        except Exception as err:  # noqa: BLE001 - reported per file
+            return Outcome(item.path, "failed", error=f"{type(err).__name__}: {err}")
+
+    def _transfer(self, item: PlanItem) -> Outcome:
+        expected = Entry(item.path, item.size, item.mtime_ms)
+        final = os.path.join(self.root, item.path)
+        if item.action is Action.COMPARE:
+            same = self._same_content(item.path, final)
+            if same:
+                self._set_mtime(final, expected.mtime_ms)
+                return Outcome(item.path, "skipped")
+        last_error = "no attempt"
+        for attempt in range(1, self.opts.max_attempts + 1):
+            if self.stop.is_set():
+                return Outcome(item.path, "failed", error=f"not attempted: {self.fatal}")
+            if attempt > 1:
+                # Whatever went wrong, copy what the source holds now, and check against it.
+                expected = self.source.stat(item.path)
+            try:
+                written = self._copy_once(expected, final)
+                return Outcome(item.path, "copied", bytes=written)
+            except SourceChanged as err:
+                last_error = f"source changed during copy: {err}"
+                log.warning("%s: %s (attempt %d/%d)", item.path, last_error, attempt, self.opts.max_attempts)
+            except VerifyFailed as err:
+                last_error = f"verification failed: {err}"
+                log.warning("%s: %s (attempt %d/%d)", item.path, last_error, attempt, self.opts.max_attempts)
+            except OSError as err:
+                if getattr(err, "_vpipe_dest", False):
+                    mapped = classify_os_error(err, f"writing {item.path}")
+                    if mapped is not err:
+                        raise mapped from err
+                    last_error = f"destination error: {err}"
+                    if err.errno not in (errno.EIO, errno.ENOTCONN, errno.ESTALE):
+                        break
+                elif not is_transient(err):
+                    last_error = f"source error: {type(err).__name__}: {err}"
+                    break
+                else:
+                    last_error = f"transient error: {type(err).__name__}: {err}"
+                log.warning("%s: %s (attempt %d/%d)", item.path, last_error, attempt, self.opts.max_attempts)
+                time.sleep(self.opts.retry_delay * 2 ** (attempt - 1))
+        return Outcome(item.path, "failed", error=last_error)
+
+    def _same_content(self, rel: str, final: str) -> bool:
+        try:
+            have = _hash_file(final, self.opts.chunk_size)
+        except OSError:
+            return False
+        with self.source.open(rel) as stream:
+            want, _ = _hash_stream(stream, self.opts.chunk_size)
+        return have == want
+
+    def _copy_once(self, expected: Entry, final: str) -> int:
+        parent, base = os.path.split(final)
+        tmp = os.path.join(parent, temp_name(base, secrets.token_hex(8)))
+        digest = hashlib.sha256() if self.opts.checksum else None
+        fd = -1
+        try:
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            except OSError as err:
+                err._vpipe_dest = True  # type: ignore[attr-defined]
+                raise
+            written = 0
+            with self.source.open(expected.path) as stream:
+                while True:
+                    buf = stream.read(self.opts.chunk_size)
+                    if not buf:
+                        break
+                    if digest is not None:
+                        digest.update(buf)
+                    try:
+                        _write_all(fd, buf)
+                    except OSError as err:
+                        err._vpipe_dest = True  # type: ignore[attr-defined]
+                        raise
+                    written += len(buf)
+                    self.progress(expected.path, len(buf))
+                    if written > expected.size:
+                        raise SourceChanged(f"more than the listed {expected.size} bytes")
+            if written != expected.size:
+                raise SourceChanged(f"read {written} bytes, listed size {expected.size}")
+            try:
+                mtime_ns = expected.mtime_ms * 1_000_000
+                os.utime(fd, ns=(mtime_ns, mtime_ns))
+                os.fsync(fd)
+                size = os.fstat(fd).st_size
+                os.close(fd)
+                fd = -1
+            except OSError as err:
+                err._vpipe_dest = True  # type: ignore[attr-defined]
+                raise
+            if size != expected.size:
+                raise VerifyFailed(f"wrote {size} bytes, expected {expected.size}")
+            now = self.source.stat(expected.path)
+            if now.size != expected.size or now.mtime_ms != expected.mtime_ms:
+                raise SourceChanged(f"size/mtime {expected.size}/{expected.mtime_ms} -> {now.size}/{now.mtime_ms}")
+            if digest is not None:
+                have = _hash_file(tmp, self.opts.chunk_size)
+                if have != digest.hexdigest():
+                    raise VerifyFailed(f"sha256 of written file {have} != source {digest.hexdigest()}")
+            try:
+                os.replace(tmp, final)
+            except OSError as err:
+                err._vpipe_dest = True  # type: ignore[attr-defined]
+                raise
+            with self._lock:
+                self._renamed_dirs.add(parent)
+            return written
+        finally:
+            if fd >= 0:
+                os.close(fd)
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                log.warning("could not remove temporary file %s: %s", tmp, err)
+
+    # ------------------------------------------------------------------ misc
+
+    def _set_mtime(self, path: str, mtime_ms: int) -> None:
+        ns = mtime_ms * 1_000_000
+        os.utime(path, ns=(ns, ns), follow_symlinks=False)
+
+    def _remove(self, item: PlanItem, done: str) -> Outcome:
+        if not self.dirs.is_safe_parent(item.path):
+            return Outcome(item.path, "failed", error="not removed: a parent is not a real directory")
+        path = os.path.join(self.root, item.path)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:
+            return Outcome(item.path, "failed", error="not removed: is a directory")
+        except OSError as err:
+            if err.errno in DENIED_ERRNOS or err.errno in FULL_ERRNOS:
+                return Outcome(item.path, "failed", error=f"not removed: {err.strerror}")
+            raise
+        if done == "deleted":
+            self._prune_empty_parents(item.path)
+        return Outcome(item.path, done)
+
+    def _prune_empty_parents(self, rel: str) -> None:
+        parts = rel.split("/")[:-1]
+        while parts:
+            try:
+                os.rmdir(os.path.join(self.root, *parts))
+            except OSError:
+                return
+            parts.pop()
+
+    def _sync_dirs(self) -> None:
+        """Make the renames durable: one fsync per directory that received files."""
+        for directory in sorted(self._renamed_dirs):
+            try:
+                fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as err:
+                log.warning("fsync of directory %s failed: %s", directory, err)

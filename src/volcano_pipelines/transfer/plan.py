@@ -1,0 +1,284 @@
+"""Pure planning for `sync`: filters, safe names, copy / skip / delete decisions, shards.
+
+Nothing here touches a file system: listings come in as `Entry` values, a `Plan` comes
+out. Paths are relative, '/'-separated, and never start with '/' or contain '..'.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import lru_cache
+
+# Everything the engine keeps in the destination lives under this directory (shard
+# manifests, the lock); it is never synced, compared or deleted as data.
+RESERVED_DIR = ".vpipe"
+# Temporary names: ".<name>.vpipe-tmp-<token>" next to the final name.
+TEMP_MARK = ".vpipe-tmp-"
+_TEMP_RE = re.compile(r"^\..+\.vpipe-tmp-[0-9a-f]{8,32}$")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One regular file: relative path, size in bytes, modification time in milliseconds
+    (HDFS keeps milliseconds; local times are truncated to them)."""
+
+    path: str
+    size: int
+    mtime_ms: int
+
+
+class Action(str, Enum):
+    COPY = "copy"  # write it (new, or size/mtime differs)
+    COMPARE = "compare"  # --checksum with equal sizes: hash both, copy only when different
+    SKIP = "skip"  # same size and mtime
+    DELETE = "delete"  # --delete: in the destination, not in the (filtered) source
+    CLEANUP = "cleanup"  # a temporary file left by an interrupted run
+    REJECT = "reject"  # a hostile or unusable name: never written
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    action: Action
+    path: str
+    reason: str
+    size: int = 0
+    mtime_ms: int = 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    items: tuple[PlanItem, ...]
+    selected: tuple[Entry, ...]  # every source file that passed the filters (copy + skip + compare)
+
+    def of(self, *actions: Action) -> list[PlanItem]:
+        return [item for item in self.items if item.action in actions]
+
+    def counts(self) -> dict[str, int]:
+        out = {action.value: 0 for action in Action}
+        for item in self.items:
+            out[item.action.value] += 1
+        return out
+
+    @property
+    def bytes_to_copy(self) -> int:
+        return sum(item.size for item in self.items if item.action in (Action.COPY, Action.COMPARE))
+
+
+# ---------------------------------------------------------------------------- names
+
+
+def unsafe_reason(path: str) -> str | None:
+    """Why a relative path may not be written under the destination, or None if it may."""
+    if not path:
+        return "empty name"
+    if "\x00" in path:
+        return "NUL byte in name"
+    if path.startswith("/"):
+        return "absolute path"
+    if "\\" in path:
+        return "backslash in name"
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return "control character in name"
+    parts = path.split("/")
+    for part in parts:
+        if part in ("", ".", ".."):
+            return f"path component {part!r} would escape or alias the destination"
+    if parts[0] == RESERVED_DIR:
+        return f"{RESERVED_DIR}/ is reserved for the sync engine"
+    if is_temp_name(parts[-1]):
+        return "looks like a sync temporary file"
+    if any(len(part.encode("utf-8", "surrogateescape")) > 255 for part in parts):
+        return "a path component is longer than 255 bytes"
+    return None
+
+
+def is_temp_name(name: str) -> bool:
+    return bool(_TEMP_RE.match(name))
+
+
+def temp_name(name: str, token: str) -> str:
+    """The temporary sibling a file is written to before the atomic rename."""
+    # Keep it under the 255-byte component limit even for long names.
+    stem = name if len(name.encode()) <= 200 else name.encode()[:200].decode("utf-8", "ignore")
+    return f".{stem}{TEMP_MARK}{token}"
+
+
+# ---------------------------------------------------------------------------- filters
+
+
+@lru_cache(maxsize=256)
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """'**' crosses directories, '*' and '?' do not, '[...]' is a class. A pattern without
+    '/' matches the file's base name anywhere; with '/' it matches the whole relative path."""
+    anchored = "/" in pattern.strip("/") or pattern.startswith("/")
+    pat = pattern.lstrip("/")
+    out: list[str] = []
+    i = 0
+    while i < len(pat):
+        c = pat[i]
+        if pat.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pat.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = pat.find("]", i + 1)
+            if end == -1:
+                out.append(re.escape(c))
+            else:
+                body = pat[i + 1 : end]
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    body = "".join(out)
+    if pat.endswith("/"):  # "dir/" selects everything below dir
+        body += ".*"
+    return re.compile(("" if anchored else r"(?:.*/)?") + body + r"\Z")
+
+
+def check_glob(pattern: str) -> str | None:
+    if not pattern or "\x00" in pattern:
+        return "a non-empty glob"
+    try:
+        _glob_regex(pattern)
+    except re.error as err:
+        return f"a valid glob ({err})"
+    return None
+
+
+def selected(path: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
+    """Included when no include globs are given or one matches, and no exclude glob matches."""
+    if include and not any(_glob_regex(p).match(path) for p in include):
+        return False
+    return not any(_glob_regex(p).match(path) for p in exclude)
+
+
+# ---------------------------------------------------------------------------- plan
+
+
+def same_mtime(a_ms: int, b_ms: int) -> bool:
+    # Some file systems keep only seconds; a difference under one second is "same" only
+    # when one side is a whole second (so a truncated copy still matches).
+    if a_ms == b_ms:
+        return True
+    return abs(a_ms - b_ms) < 1000 and (a_ms % 1000 == 0 or b_ms % 1000 == 0)
+
+
+def build_plan(
+    source: Iterable[Entry],
+    dest: Iterable[Entry],
+    *,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    checksum: bool = False,
+    delete: bool = False,
+    dest_temps: Iterable[str] = (),
+    rejected: Iterable[tuple[str, str]] = (),
+) -> Plan:
+    """Decide per file. `dest_temps` are leftover temporary files (always cleaned);
+    `rejected` are (path, reason) pairs the source listing already refused (symlinks...)."""
+    dest_by_path = {e.path: e for e in dest}
+    items: list[PlanItem] = []
+    chosen: list[Entry] = []
+    seen: set[str] = set()
+    for path, reason in rejected:
+        if selected(path, include, exclude):
+            items.append(PlanItem(Action.REJECT, path, reason))
+            seen.add(path)
+    for entry in sorted(source, key=lambda e: e.path):
+        if entry.path in seen:
+            continue
+        if not selected(entry.path, include, exclude):
+            continue
+        seen.add(entry.path)
+        bad = unsafe_reason(entry.path)
+        if bad:
+            items.append(PlanItem(Action.REJECT, entry.path, bad, entry.size, entry.mtime_ms))
+            continue
+        chosen.append(entry)
+        have = dest_by_path.get(entry.path)
+        if have is None:
+            action, why = Action.COPY, "new"
+        elif have.size != entry.size:
+            action, why = Action.COPY, f"size {have.size} != {entry.size}"
+        elif checksum:
+            action, why = Action.COMPARE, "same size: compare content"
+        elif not same_mtime(have.mtime_ms, entry.mtime_ms):
+            action, why = Action.COPY, "mtime differs"
+        else:
+            action, why = Action.SKIP, "same size and mtime"
+        items.append(PlanItem(action, entry.path, why, entry.size, entry.mtime_ms))
+    # A source path that is a directory prefix of another can't also be a file; a
+    # destination file where the source has a directory must go before copying into it.
+    source_dirs = {p.rsplit("/", 1)[0] for p in seen if "/" in p}
+    source_dirs = {d for p in source_dirs for d in _prefixes(p)}
+    for path in sorted(dest_by_path):
+        if path in seen:
+            continue
+        if path in source_dirs:
+            items.append(PlanItem(Action.DELETE, path, "a file where the source has a directory"))
+        elif delete and selected(path, include, exclude):
+            items.append(PlanItem(Action.DELETE, path, "not in source"))
+    for path in sorted(dest_temps):
+        items.append(PlanItem(Action.CLEANUP, path, "temporary file of an interrupted run"))
+    return Plan(items=tuple(items), selected=tuple(chosen))
+
+
+def _prefixes(directory: str) -> list[str]:
+    parts = directory.split("/")
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def parent_dirs(paths: Iterable[str]) -> list[str]:
+    """Every directory that must exist for `paths`, parents first."""
+    dirs: set[str] = set()
+    for path in paths:
+        if "/" in path:
+            dirs.update(_prefixes(path.rsplit("/", 1)[0]))
+    return sorted(dirs, key=lambda d: (d.count("/"), d))
+
+
+# ---------------------------------------------------------------------------- shards
+
+
+@dataclass
+class Shard:
+    index: int
+    bytes: int = 0
+    paths: list[str] = field(default_factory=list)
+
+
+def shard_by_bytes(entries: Iterable[Entry], count: int) -> list[Shard]:
+    """Greedy largest-first assignment to the lightest shard: every file in exactly one
+    shard, deterministic, byte totals within one largest file of each other."""
+    if count < 1:
+        raise ValueError("shard count must be >= 1")
+    shards = [Shard(i) for i in range(count)]
+    heap = [(0, i) for i in range(count)]
+    for entry in sorted(entries, key=lambda e: (-e.size, e.path)):
+        load, i = heapq.heappop(heap)
+        shards[i].paths.append(entry.path)
+        shards[i].bytes += entry.size
+        heapq.heappush(heap, (load + entry.size, i))
+    for shard in shards:
+        shard.paths.sort()
+    return shards
+
+
+def shard_file_name(index: int, count: int) -> str:
+    return f"shard-{index:05d}-of-{count:05d}.txt"

@@ -1,0 +1,339 @@
+"""Where data comes from: HDFS / ViewFS over native RPC (hdfs-native), WebHDFS and other
+fsspec protocols, and local directories. Every source lists relative `Entry` values and
+opens a file for streaming; transient errors are retried with backoff."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import stat
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Protocol, TypeVar
+
+from volcano_pipelines.errors import ClusterError, InputError
+from volcano_pipelines.transfer.plan import Entry
+from volcano_pipelines.transfer.urls import (
+    DEFAULT_WEBHDFS_PORT,
+    Location,
+    load_hadoop_conf,
+    namenode_rpc_addresses,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Auth:
+    """Simple-auth user and / or Kerberos (principal + keytab, or a ticket cache). Never logged."""
+
+    user: str | None = None
+    kerberos_principal: str | None = None
+    kerberos_keytab: str | None = None
+    kerberos_ccache: str | None = None
+    hadoop_conf_dir: str | None = None
+
+
+class Source(Protocol):
+    description: str
+
+    def list(self) -> tuple[list[Entry], list[tuple[str, str]]]:
+        """(regular files, (path, reason) of entries refused, e.g. symlinks)."""
+        ...
+
+    def stat(self, rel: str) -> Entry: ...
+
+    def open(self, rel: str) -> BinaryIO: ...
+
+    def close(self) -> None: ...
+
+
+class SourceMissing(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------- retries
+
+
+def is_transient(err: BaseException) -> bool:
+    if isinstance(err, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        return False
+    if isinstance(err, (ConnectionError, TimeoutError, socket.timeout)):
+        return True
+    if isinstance(err, OSError):
+        return True  # hdfs-native maps RPC / DataNode failures to OSError
+    name = type(err).__name__
+    return name in ("ConnectionError", "ChunkedEncodingError", "ReadTimeout", "ConnectTimeout")
+
+
+def with_retries(
+    what: str,
+    fn: Callable[[], T],
+    *,
+    attempts: int = 6,
+    base_delay: float = 0.5,
+    max_delay: float = 8.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Run `fn`; on a transient error wait (exponential backoff with jitter) and retry."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except Exception as err:  # noqa: BLE001 - classified below
+            if attempt == attempts or not is_transient(err):
+                raise
+            delay = min(max_delay, base_delay * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+            log.warning("%s failed (%s: %s); retry %d/%d in %.1fs", what, type(err).__name__, err, attempt, attempts - 1, delay)
+            sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def check_reachable(addresses: list[tuple[str, int]], timeout: float = 5.0) -> None:
+    """Raise ClusterError naming every endpoint tried when none accepts a TCP connection."""
+    tried: list[str] = []
+    for host, port in addresses:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except OSError as err:
+            tried.append(f"{host}:{port} ({err.strerror or err})")
+    if tried:
+        raise ClusterError(f"cannot reach the HDFS NameNode: tried TCP connect to {', '.join(tried)}")
+
+
+# ---------------------------------------------------------------------------- local
+
+
+class LocalSource:
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.description = f"file://{root}"
+
+    def _abs(self, rel: str) -> str:
+        return self.root if rel == "" else os.path.join(self.root, rel)
+
+    def list(self) -> tuple[list[Entry], list[tuple[str, str]]]:
+        try:
+            st = os.stat(self.root)
+        except FileNotFoundError as err:
+            raise SourceMissing(self.root) from err
+        if stat.S_ISREG(st.st_mode):
+            return [Entry(os.path.basename(self.root), st.st_size, st.st_mtime_ns // 1_000_000)], []
+        files: list[Entry] = []
+        refused: list[tuple[str, str]] = []
+        stack = [""]
+        while stack:
+            rel_dir = stack.pop()
+            with os.scandir(self._abs(rel_dir)) as it:
+                for de in it:
+                    rel = f"{rel_dir}/{de.name}" if rel_dir else de.name
+                    if de.is_symlink():
+                        refused.append((rel, "symbolic link (not followed)"))
+                    elif de.is_dir(follow_symlinks=False):
+                        stack.append(rel)
+                    elif de.is_file(follow_symlinks=False):
+                        s = de.stat(follow_symlinks=False)
+                        files.append(Entry(rel, s.st_size, s.st_mtime_ns // 1_000_000))
+                    else:
+                        refused.append((rel, "not a regular file"))
+        return files, refused
+
+    def _single(self) -> bool:
+        return os.path.isfile(self.root)
+
+    def stat(self, rel: str) -> Entry:
+        path = self.root if self._single() else self._abs(rel)
+        s = os.lstat(path)
+        return Entry(rel, s.st_size, s.st_mtime_ns // 1_000_000)
+
+    def open(self, rel: str) -> BinaryIO:
+        path = self.root if self._single() else self._abs(rel)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        return os.fdopen(fd, "rb", buffering=0)
+
+    def close(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------------------- HDFS (native RPC)
+
+
+class _HdfsReader:
+    """File-like wrapper over hdfs_native.FileReader."""
+
+    def __init__(self, reader: Any) -> None:
+        self._r = reader
+
+    def read(self, n: int = -1) -> bytes:
+        return self._r.read(n)
+
+    def close(self) -> None:
+        self._r.close()
+
+    def __enter__(self) -> _HdfsReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class HdfsSource:
+    def __init__(self, location: Location, auth: Auth) -> None:
+        from hdfs_native import Client
+
+        self.location = location
+        self.root = location.path
+        self.description = location.url
+        conf = load_hadoop_conf(auth.hadoop_conf_dir)
+        if location.scheme == "hdfs":
+            addresses = namenode_rpc_addresses(location, conf)
+            check_reachable(addresses)
+        if auth.user:
+            # hdfs-native takes the simple-auth user from the environment, like Hadoop.
+            os.environ["HADOOP_USER_NAME"] = auth.user
+        kwargs: dict[str, Any] = {}
+        if auth.kerberos_principal:
+            kwargs["kerberos_principal"] = auth.kerberos_principal
+        if auth.kerberos_keytab:
+            kwargs["kerberos_keytab"] = auth.kerberos_keytab
+        if auth.kerberos_ccache:
+            kwargs["kerberos_cache"] = auth.kerberos_ccache
+        conf_dir = auth.hadoop_conf_dir or os.environ.get("HADOOP_CONF_DIR")
+        url = f"{location.scheme}://{location.authority}" if location.authority else None
+        try:
+            self.client = Client(url, config_dir=conf_dir, **kwargs)
+        except Exception as err:  # noqa: BLE001
+            raise ClusterError(f"cannot create an HDFS client for {location.url}: {err}") from err
+        self._single: bool | None = None
+
+    def _abs(self, rel: str) -> str:
+        if self._single or rel == "":
+            return self.root
+        return self.root.rstrip("/") + "/" + rel
+
+    def list(self) -> tuple[list[Entry], list[tuple[str, str]]]:
+        def go() -> tuple[list[Entry], list[tuple[str, str]]]:
+            try:
+                top = self.client.get_file_info(self.root)
+            except FileNotFoundError as err:
+                raise SourceMissing(self.root) from err
+            if not top.isdir:
+                self._single = True
+                return [Entry(self.root.rsplit("/", 1)[-1], top.length, top.modification_time)], []
+            self._single = False
+            prefix = self.root.rstrip("/") + "/"
+            files = []
+            for st in self.client.list_status(self.root, recursive=True):
+                if st.isdir:
+                    continue
+                path = st.path
+                rel = path[len(prefix) :] if path.startswith(prefix) else path.lstrip("/")
+                files.append(Entry(rel, st.length, st.modification_time))
+            return files, []
+
+        return with_retries(f"listing {self.description}", go)
+
+    def stat(self, rel: str) -> Entry:
+        st = with_retries(f"stat {rel}", lambda: self.client.get_file_info(self._abs(rel)))
+        return Entry(rel, st.length, st.modification_time)
+
+    def open(self, rel: str) -> BinaryIO:
+        return _HdfsReader(self.client.read(self._abs(rel)))  # type: ignore[return-value]
+
+    def close(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------------------- fsspec (webhdfs, ...)
+
+
+class FsspecSource:
+    def __init__(self, location: Location, auth: Auth) -> None:
+        import fsspec
+
+        self.location = location
+        self.description = location.url
+        self.root = location.path
+        options: dict[str, Any] = {}
+        if location.scheme == "webhdfs":
+            host, _, port = location.authority.rpartition(":")
+            if not host:
+                host, port = location.authority, str(DEFAULT_WEBHDFS_PORT)
+            if not host:
+                raise InputError("src", location.url, "webhdfs://host:port/path")
+            check_reachable_http(host, int(port))
+            options = {"host": host, "port": int(port)}
+            if auth.user:
+                options["user"] = auth.user
+            if auth.kerberos_principal or auth.kerberos_ccache:
+                options["kerberos"] = True  # SPNEGO through requests-kerberos (ticket cache)
+            self.fs = fsspec.filesystem("webhdfs", **options)
+        else:
+            self.fs = fsspec.filesystem(location.scheme)
+        self._single = False
+
+    def _abs(self, rel: str) -> str:
+        if self._single or rel == "":
+            return self.root
+        return self.root.rstrip("/") + "/" + rel
+
+    @staticmethod
+    def _mtime_ms(info: dict[str, Any]) -> int:
+        for key in ("modificationTime", "mtime", "LastModified", "last_modified", "created"):
+            value = info.get(key)
+            if value is None:
+                continue
+            if hasattr(value, "timestamp"):
+                return int(value.timestamp() * 1000)
+            value = float(value)
+            return int(value) if key == "modificationTime" else int(value * 1000)
+        return 0
+
+    def list(self) -> tuple[list[Entry], list[tuple[str, str]]]:
+        def go() -> tuple[list[Entry], list[tuple[str, str]]]:
+            try:
+                info = self.fs.info(self.root)
+            except FileNotFoundError as err:
+                raise SourceMissing(self.root) from err
+            if info.get("type") != "directory":
+                self._single = True
+                return [Entry(self.root.rsplit("/", 1)[-1], int(info["size"]), self._mtime_ms(info))], []
+            prefix = self.root.rstrip("/") + "/"
+            files = []
+            for path, meta in self.fs.find(self.root, detail=True, withdirs=False).items():
+                path = "/" + path.lstrip("/")
+                rel = path[len(prefix) :] if path.startswith(prefix) else path.lstrip("/")
+                files.append(Entry(rel, int(meta["size"]), self._mtime_ms(meta)))
+            return files, []
+
+        return with_retries(f"listing {self.description}", go)
+
+    def stat(self, rel: str) -> Entry:
+        info = with_retries(f"stat {rel}", lambda: self.fs.info(self._abs(rel)))
+        return Entry(rel, int(info["size"]), self._mtime_ms(info))
+
+    def open(self, rel: str) -> BinaryIO:
+        return self.fs.open(self._abs(rel), "rb", block_size=8 << 20)
+
+    def close(self) -> None:
+        pass
+
+
+def check_reachable_http(host: str, port: int) -> None:
+    try:
+        with socket.create_connection((host, port), timeout=5.0):
+            return
+    except OSError as err:
+        raise ClusterError(f"cannot reach WebHDFS at {host}:{port}: tried TCP connect ({err.strerror or err})") from err
+
+
+def open_source(location: Location, auth: Auth) -> Source:
+    if location.scheme == "file":
+        return LocalSource(location.path)
+    if location.scheme in ("hdfs", "viewfs"):
+        return HdfsSource(location, auth)
+    return FsspecSource(location, auth)
