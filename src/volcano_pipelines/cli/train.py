@@ -64,7 +64,7 @@ def _add_job_flags(parser: argparse.ArgumentParser, roles: tuple[str, ...]) -> N
     job.add_argument("--min-available", type=int, help="gang size (default: every replica)")
     job.add_argument("--max-retry", type=int, default=3, help="job restarts before it is Failed (default 3)")
     job.add_argument("--ttl", type=int, default=3600, dest="ttl", help="seconds a finished job is kept (default 3600)")
-    job.add_argument("--no-restart-on-failure", action="store_true", help="a failed pod fails the job at once")
+    job.add_argument("--no-restart-on-failure", action="store_true", help="a failed pod ends the job (Terminated) instead of restarting it")
     job.add_argument("--image-pull-secret", action="append", default=[], metavar="SECRET")
     job.add_argument("--service-account")
     job.add_argument("--run-id", help="run identity: a re-run with the same id attaches instead of creating")

@@ -146,8 +146,38 @@ def pod_template(
     return {"metadata": metadata, "spec": spec}
 
 
-def task(name: str, replicas: int, template: Mapping[str, Any], *, completes_job: bool) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": name, "replicas": replicas, "template": dict(template)}
+def task_min_available(
+    replicas: Mapping[str, int], min_available: int | None, elastic: str, optional: tuple[str, ...] = ()
+) -> dict[str, int]:
+    """Per-task gang sizes. Volcano's webhook would set each to `replicas` when absent, so
+    they are always explicit. With a job `min_available` below the total, only the `elastic`
+    task (workers) and then the `optional` ones (evaluator) give up members: parameter
+    servers, chief and MPI master are always needed. Validation guarantees the fixed tasks
+    plus one elastic member fit in `min_available`."""
+    if min_available is None:
+        return dict(replicas)
+    fixed = {name: n for name, n in replicas.items() if name != elastic and name not in optional}
+    remaining = min_available - sum(fixed.values())
+    mins = dict(fixed)
+    mins[elastic] = min(replicas[elastic], remaining)
+    remaining -= mins[elastic]
+    for name in optional:
+        if name in replicas:
+            mins[name] = min(replicas[name], remaining)
+            remaining -= mins[name]
+    return mins
+
+
+def task(
+    name: str, replicas: int, template: Mapping[str, Any], *, min_available: int, max_retry: int, completes_job: bool
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": name,
+        "replicas": replicas,
+        "minAvailable": min_available,
+        "maxRetry": max_retry,
+        "template": dict(template),
+    }
     if completes_job:
         entry["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]
     return entry
@@ -157,9 +187,12 @@ def job_envelope(
     job: JobOptions, *, step: str, plugins: Mapping[str, list[str]], tasks: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
     total = sum(int(t["replicas"]) for t in tasks)
-    policies = [{"event": "PodEvicted", "action": "RestartJob"}]
-    if job.restart_on_pod_failure:
-        policies.append({"event": "PodFailed", "action": "RestartJob"})
+    # Without a PodFailed policy a failed worker never completes its task and the parameter
+    # servers keep the job Running forever: either restart it or end it, never neither.
+    policies = [
+        {"event": "PodEvicted", "action": "RestartJob"},
+        {"event": "PodFailed", "action": "RestartJob" if job.restart_on_pod_failure else "TerminateJob"},
+    ]
     spec: dict[str, Any] = {
         "schedulerName": "volcano",
         "minAvailable": job.min_available if job.min_available is not None else total,

@@ -6,6 +6,7 @@ from typing import Any
 
 from volcano_pipelines.volcano.common import (
     code_env,
+    task_min_available,
     job_envelope,
     pod_template,
     storage_env,
@@ -64,8 +65,10 @@ def build_mpi_job(spec: MPIJobSpec) -> dict[str, Any]:
         mounts=mounts,
         ports=[{"name": "ssh", "containerPort": 22, "protocol": "TCP"}],
     )
+    gang = task_min_available({MASTER: 1, WORKER: spec.worker.replicas}, spec.job.min_available, elastic=WORKER)
     tasks = [
-        task(MASTER, 1, master, completes_job=True),
-        task(WORKER, spec.worker.replicas, worker, completes_job=False),
+        task(MASTER, 1, master, min_available=gang[MASTER], max_retry=spec.job.max_retry, completes_job=True),
+        task(WORKER, spec.worker.replicas, worker, min_available=gang[WORKER], max_retry=spec.job.max_retry,
+             completes_job=False),
     ]
     return job_envelope(spec.job, step=STEP, plugins={"ssh": [], "svc": [], "env": []}, tasks=tasks)

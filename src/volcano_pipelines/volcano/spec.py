@@ -71,7 +71,7 @@ class JobOptions:
     service_account: str | None = None
     run_id: str | None = None
     labels: dict[str, str] = field(default_factory=dict)  # on the Job and every pod
-    restart_on_pod_failure: bool = True  # PodFailed -> RestartJob (bounded by max_retry)
+    restart_on_pod_failure: bool = True  # PodFailed -> RestartJob (bounded by max_retry), else TerminateJob
 
 
 @dataclass(frozen=True)

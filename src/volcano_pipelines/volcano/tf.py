@@ -8,6 +8,7 @@ from typing import Any
 
 from volcano_pipelines.volcano.common import (
     code_env,
+    task_min_available,
     host,
     job_envelope,
     pod_template,
@@ -57,6 +58,8 @@ def build_tf_job(spec: TFJobSpec) -> dict[str, Any]:
         *storage_env(spec.storage),
         *code_env(spec.code),
     ]
+    replicas = {name: role.replicas for name, role in roles(spec).items()}
+    gang = task_min_available(replicas, spec.job.min_available, elastic="worker", optional=("evaluator",))
     tasks = []
     for task_name, role in roles(spec).items():
         volumes, mounts = volumes_and_mounts(spec.code, spec.storage, mount_data=task_name != "ps")
@@ -73,5 +76,8 @@ def build_tf_job(spec: TFJobSpec) -> dict[str, Any]:
             mounts=mounts,
             ports=[{"name": "tfjob-port", "containerPort": spec.port, "protocol": "TCP"}],
         )
-        tasks.append(task(task_name, role.replicas, template, completes_job=task_name == finisher))
+        tasks.append(
+            task(task_name, role.replicas, template, min_available=gang[task_name], max_retry=spec.job.max_retry,
+                 completes_job=task_name == finisher)
+        )
     return job_envelope(spec.job, step=STEP, plugins={"env": [], "svc": []}, tasks=tasks)

@@ -207,7 +207,9 @@ def check_storage(storage: Storage) -> None:
         _fail("storage.log_dir", storage.log_dir, "a directory different from storage.data_dir")
 
 
-def check_job_options(job: JobOptions, task_replicas: Mapping[str, int]) -> None:
+def check_job_options(job: JobOptions, task_replicas: Mapping[str, int], *, always_needed: int) -> None:
+    """`always_needed`: pods the job cannot start without (parameter servers, chief, MPI
+    master) — a smaller gang would start a job that can never make progress."""
     check_dns_label("job.name", job.name, must_start_with_letter=True)
     # Volcano's svc plugin makes every pod's hostname <job>-<task>-<index>: it must fit a DNS label.
     longest = max((f"{job.name}-{task}-{max(n - 1, 0)}" for task, n in task_replicas.items()), key=len, default=job.name)
@@ -222,9 +224,13 @@ def check_job_options(job: JobOptions, task_replicas: Mapping[str, int]) -> None
     total = sum(task_replicas.values())
     if job.min_available is not None:
         check_positive("job.min_available", job.min_available)
-        if job.min_available > total:
-            _fail("job.min_available", job.min_available, f"an integer between 1 and the total number of replicas ({total})")
-    check_positive("job.max_retry", job.max_retry, allow_zero=True)
+        if not always_needed < job.min_available <= total:
+            _fail("job.min_available", job.min_available,
+                  f"an integer between {always_needed + 1} (every parameter server / chief / master plus one worker) "
+                  f"and the total number of replicas ({total})")
+    # Volcano's webhook turns maxRetry 0 into 3: 0 would mean different things on different clusters.
+    if not isinstance(job.max_retry, int) or isinstance(job.max_retry, bool) or job.max_retry < 1:
+        _fail("job.max_retry", job.max_retry, "an integer >= 1 (to fail at the first failed pod, turn off restart on pod failure)")
     if job.ttl_seconds_after_finished is not None:
         check_positive("job.ttl_seconds_after_finished", job.ttl_seconds_after_finished, allow_zero=True)
     for i, secret in enumerate(job.image_pull_secrets):
@@ -258,7 +264,8 @@ def validate_tf(spec: TFJobSpec) -> None:
         check_role("evaluator", spec.evaluator)
         if spec.evaluator.replicas != 1:
             _fail("evaluator.replicas", spec.evaluator.replicas, "exactly 1 (TensorFlow has one evaluator)")
-    check_job_options(spec.job, tf_task_replicas(spec))
+    replicas = tf_task_replicas(spec)
+    check_job_options(spec.job, replicas, always_needed=replicas["ps"] + replicas.get("chief", 0))
     check_code(spec.code)
     check_storage(spec.storage)
     for i, arg in enumerate(spec.args):
@@ -272,7 +279,7 @@ def validate_mpi(spec: MPIJobSpec) -> None:
     if spec.master.replicas != 1:
         _fail("mpimaster.replicas", spec.master.replicas, "exactly 1")
     check_role("mpiworker", spec.worker)
-    check_job_options(spec.job, {"mpimaster": 1, "mpiworker": spec.worker.replicas})
+    check_job_options(spec.job, {"mpimaster": 1, "mpiworker": spec.worker.replicas}, always_needed=1)
     check_code(spec.code)
     check_storage(spec.storage)
     if not spec.command:

@@ -33,6 +33,14 @@ def test_job_shape() -> None:
     assert t["mpimaster"]["replicas"] == 1 and t["mpiworker"]["replicas"] == 3
     assert t["mpimaster"]["policies"] == [{"event": "TaskCompleted", "action": "CompleteJob"}]
     assert "policies" not in t["mpiworker"]
+    assert (t["mpimaster"]["minAvailable"], t["mpiworker"]["minAvailable"]) == (1, 3)
+
+
+def test_elastic_mpi_gang_keeps_master() -> None:
+    job = build_mpi_job(spec(job=JobOptions(name="hello", min_available=3), worker=Role(replicas=4)))
+    t = tasks(job)
+    assert job["spec"]["minAvailable"] == 3
+    assert (t["mpimaster"]["minAvailable"], t["mpiworker"]["minAvailable"]) == (1, 2)
 
 
 def test_master_runs_mpiexec_over_hostfile_with_slots() -> None:

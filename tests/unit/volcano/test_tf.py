@@ -142,15 +142,36 @@ def test_no_run_label_without_run_id() -> None:
 
 def test_job_options_map_to_spec() -> None:
     job = build_tf_job(
-        spec(job=JobOptions(name="mnist", queue="research", priority_class="high", min_available=2, max_retry=0,
+        spec(job=JobOptions(name="mnist", queue="research", priority_class="high", max_retry=1,
                             ttl_seconds_after_finished=None, service_account="trainer", restart_on_pod_failure=False))
     )
     s = job["spec"]
-    assert s["queue"] == "research" and s["priorityClassName"] == "high" and s["minAvailable"] == 2
-    assert s["maxRetry"] == 0 and "ttlSecondsAfterFinished" not in s
-    assert s["policies"] == [{"event": "PodEvicted", "action": "RestartJob"}]
+    assert s["queue"] == "research" and s["priorityClassName"] == "high"
+    assert s["maxRetry"] == 1 and "ttlSecondsAfterFinished" not in s
+    assert s["policies"] == [{"event": "PodEvicted", "action": "RestartJob"}, {"event": "PodFailed", "action": "TerminateJob"}]
     pod = tasks(job)["ps"]["template"]["spec"]
     assert pod["serviceAccountName"] == "trainer" and pod["priorityClassName"] == "high"
+    assert all(t["maxRetry"] == 1 for t in s["tasks"])
+
+
+def test_full_gang_sets_every_task_min_available() -> None:
+    job = build_tf_job(spec(ps=Role(replicas=2), worker=Role(replicas=4), chief=Role(), evaluator=Role()))
+    assert {n: t["minAvailable"] for n, t in tasks(job).items()} == {"chief": 1, "ps": 2, "worker": 4, "evaluator": 1}
+    assert job["spec"]["minAvailable"] == 8
+
+
+def test_elastic_gang_gives_up_workers_then_evaluator_never_ps_or_chief() -> None:
+    def mins(min_available: int) -> dict[str, int]:
+        job = build_tf_job(spec(job=JobOptions(name="m", min_available=min_available), ps=Role(replicas=2),
+                                worker=Role(replicas=4), chief=Role(), evaluator=Role()))
+        assert job["spec"]["minAvailable"] == min_available
+        found = {n: t["minAvailable"] for n, t in tasks(job).items()}
+        assert sum(found.values()) == min_available
+        return found
+
+    assert mins(4) == {"chief": 1, "ps": 2, "worker": 1, "evaluator": 0}
+    assert mins(7) == {"chief": 1, "ps": 2, "worker": 4, "evaluator": 0}
+    assert mins(8) == {"chief": 1, "ps": 2, "worker": 4, "evaluator": 1}
 
 
 def test_pull_secrets_force_always_pull() -> None:

@@ -60,9 +60,23 @@ def test_min_available_bounds() -> None:
     assert build_tf_job(tf(job_min_available=2))["spec"]["minAvailable"] == 2
 
 
-@pytest.mark.parametrize("field,value", [("max_retry", -1), ("ttl_seconds_after_finished", -5)])
-def test_non_negative_counters(field: str, value: int) -> None:
-    rejects(build_tf_job, tf(**{f"job_{field}": value}), f"job.{field}", value)
+def test_min_available_must_hold_every_ps_and_chief_plus_one_worker() -> None:
+    big = {"ps": Role(replicas=2), "worker": Role(replicas=5), "chief": Role()}
+    err = rejects(build_tf_job, tf(job_min_available=3, **big), "job.min_available", 3)
+    assert "between 4" in err.allowed
+    build_tf_job(tf(job_min_available=4, **big))
+    rejects(build_mpi_job, mpi(job=JobOptions(name="h", min_available=1)), "job.min_available", 1)
+
+
+@pytest.mark.parametrize("value", [0, -1])
+def test_max_retry_at_least_one(value: int) -> None:
+    # Volcano's webhook turns 0 into 3; clusters without it would fail at once: refuse both.
+    err = rejects(build_tf_job, tf(job_max_retry=value), "job.max_retry", value)
+    assert "restart on pod failure" in err.allowed
+
+
+def test_ttl_non_negative() -> None:
+    rejects(build_tf_job, tf(job_ttl_seconds_after_finished=-5), "job.ttl_seconds_after_finished", -5)
 
 
 @pytest.mark.parametrize("cpu", ["2x", "-1", "one", "1.2.3", ""])
