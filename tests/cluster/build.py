@@ -10,6 +10,7 @@ Run it with ``python -m tests.cluster build``.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -158,6 +159,18 @@ def build(force: bool = False, log=print) -> Path:
     if is_built(directory) and not force:
         log(f"control-plane binaries up to date: {directory}")
         return directory
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    # One build at a time per cache (CI prepare step and a test session may overlap);
+    # whoever waited finds the finished directory and returns.
+    with open(directory.parent / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if is_built(directory) and not force:
+            log(f"control-plane binaries up to date: {directory}")
+            return directory
+        return _build_locked(directory, log)
+
+
+def _build_locked(directory: Path, log) -> Path:
     staging = directory.with_name(directory.name + ".partial")
     staging.mkdir(parents=True, exist_ok=True)
     env = go_env()

@@ -93,6 +93,8 @@ def test_volcano_job_ps_worker_completes(cluster, namespace: str) -> None:
     # Watch pod phases until the job ends; kwok runs workers for ~3 s, so polling sees them.
     seen: dict[str, set[str]] = {}
     pods_by_name: dict[str, Any] = {}
+    config_maps: dict[str, dict[str, str]] = {}
+    services: dict[str, Any] = {}
 
     def job_phase() -> str:
         job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "jobs", name)
@@ -102,6 +104,11 @@ def test_volcano_job_ps_worker_completes(cluster, namespace: str) -> None:
         for pod in core.list_namespaced_pod(namespace).items:
             seen.setdefault(pod.metadata.name, set()).add(pod.status.phase)
             pods_by_name[pod.metadata.name] = pod
+        # Volcano deletes the svc plugin's ConfigMap and Service when the job ends: look now.
+        for cm in core.list_namespaced_config_map(namespace).items:
+            config_maps[cm.metadata.name] = cm.data or {}
+        for svc in core.list_namespaced_service(namespace).items:
+            services[svc.metadata.name] = svc
         return job_phase() == "Completed"
 
     _wait_for("job Completed", finished, timeout=120)
@@ -127,11 +134,12 @@ def test_volcano_job_ps_worker_completes(cluster, namespace: str) -> None:
     # CompleteJob deleted the parameter server (kwok removes deleted pods).
     _wait_for("PS pod deleted", lambda: ps_pod not in {p.metadata.name for p in core.list_namespaced_pod(namespace).items}, timeout=30)
 
-    config_map = core.read_namespaced_config_map(f"{name}-svc", namespace)
-    assert config_map.data["ps.host"].split() == [f"{ps_pod}.{name}"]
-    assert config_map.data["worker.host"].split() == [f"{w}.{name}" for w in workers]
-    service = core.read_namespaced_service(name, namespace)
-    assert service.spec.cluster_ip == "None"
+    hosts = config_maps[f"{name}-svc"]
+    assert hosts["ps.host"].split() == [f"{ps_pod}.{name}"]
+    assert hosts["worker.host"].split() == [f"{w}.{name}" for w in workers]
+    assert services[name].spec.cluster_ip == "None"  # headless: per-pod DNS records
+    # ... and cleans them up once the job is over.
+    assert f"{name}-svc" not in {cm.metadata.name for cm in core.list_namespaced_config_map(namespace).items}
 
 
 def test_failure_label_fails_pod_with_exit_code(cluster, namespace: str) -> None:

@@ -1,0 +1,296 @@
+"""`vpipe train` against the real control plane (kube-apiserver + Volcano + kwok).
+
+Every test drives the CLI as a user or a pipeline would (a subprocess, `--json` result on
+stdout), and checks both what the step reports and what really happened in the cluster.
+Pod behaviour (complete, fail, keep running) is chosen with the labels of
+tests/cluster/behaviour.py through `--pod-label`.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pytest
+from kubernetes import client
+
+from tests.cluster import behaviour
+
+pytestmark = pytest.mark.integration
+
+GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
+CODE_URL = "https://example.com/code/"  # never fetched: kwok runs no container
+VPIPE = [sys.executable, "-c", "import sys; from volcano_pipelines.cli import main; sys.exit(main())"]
+
+
+@dataclass
+class Run:
+    returncode: int
+    result: dict[str, Any] | None
+    stdout: str
+    stderr: str
+
+
+def _label_args(task: str, labels: dict[str, str]) -> list[str]:
+    args: list[str] = []
+    for key, value in labels.items():
+        args += ["--pod-label", f"{task}:{key}={value}"]
+    return args
+
+
+def _start(cluster: Any, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*VPIPE, *args, "--kubeconfig", str(cluster.kubeconfig), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 240) -> Run:
+    stdout, stderr = proc.communicate(timeout=timeout)
+    result = None
+    if stdout.strip():
+        try:
+            result = json.loads(stdout)
+        except json.JSONDecodeError:
+            result = None
+    return Run(proc.returncode, result, stdout, stderr)
+
+
+def _vpipe(cluster: Any, *args: str, timeout: float = 240) -> Run:
+    return _finish(_start(cluster, *args), timeout)
+
+
+def _wait_for(what: str, check: Callable[[], Any], timeout: float = 90, interval: float = 0.25) -> Any:
+    end = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Observer:
+    """Polls the namespace while a step runs, remembering every pod it saw."""
+
+    def __init__(self, cluster: Any, namespace: str) -> None:
+        api = cluster.api_client()
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.namespace = namespace
+        self.pods: dict[str, Any] = {}  # last seen object per pod name
+        self.phases: dict[str, set[str]] = {}
+        self.uids: dict[str, set[str]] = {}  # pod name -> uids (a restarted job recreates pods)
+        # Volcano's plugins delete their ConfigMaps / Secrets when the job ends: keep copies.
+        self.config_maps: dict[str, dict[str, str]] = {}
+        self.secrets: dict[str, dict[str, str]] = {}
+
+    def poll(self) -> list[Any]:
+        pods = self.core.list_namespaced_pod(self.namespace).items
+        for pod in pods:
+            name = pod.metadata.name
+            self.pods[name] = pod
+            self.phases.setdefault(name, set()).add(pod.status.phase)
+            self.uids.setdefault(name, set()).add(pod.metadata.uid)
+        for cm in self.core.list_namespaced_config_map(self.namespace).items:
+            self.config_maps[cm.metadata.name] = cm.data or {}
+        for secret in self.core.list_namespaced_secret(self.namespace).items:
+            self.secrets[secret.metadata.name] = secret.data or {}
+        return pods
+
+    def watch(self, proc: subprocess.Popen, timeout: float = 240) -> None:
+        end = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < end:
+            self.poll()
+            time.sleep(0.2)
+
+    def job(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, "jobs", name)
+        except client.ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, "jobs")["items"]
+
+    def podgroup(self, job_name: str) -> dict[str, Any] | None:
+        groups = self.custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", self.namespace, "podgroups")
+        for group in groups["items"]:
+            if any(ref["name"] == job_name for ref in group["metadata"].get("ownerReferences", [])):
+                return group
+        return None
+
+    def pod_names(self) -> set[str]:
+        return {p.metadata.name for p in self.core.list_namespaced_pod(self.namespace).items}
+
+
+def _env(pod: Any) -> dict[str, str]:
+    return {e.name: e.value for e in pod.spec.containers[0].env or [] if e.value is not None}
+
+
+def test_tf_ps_workers_complete(cluster, namespace: str) -> None:
+    name = "tf"
+    seen = Observer(cluster, namespace)
+    proc = _start(cluster, "train", "tf", "--name", name, "--namespace", namespace, "--ps", "1", "--workers", "2",
+                  "--code-url", CODE_URL, *_label_args("worker", behaviour.run_for(4)))
+    seen.watch(proc)
+    run = _finish(proc)
+    assert run.returncode == 0, run.stderr
+    assert run.result is not None and run.result["phase"] == "Completed"
+    assert run.result["name"] == name and run.result["namespace"] == namespace
+    assert run.result["failure"] is None
+    assert run.result["tasks"]["worker"]["succeeded"] == 2
+    assert run.result["duration_seconds"] is not None and run.result["duration_seconds"] >= 4
+
+    group = seen.podgroup(name)
+    assert group is not None and group["spec"]["minMember"] == 3
+
+    ps, workers = f"{name}-ps-0", [f"{name}-worker-0", f"{name}-worker-1"]
+    assert set(seen.pods) == {ps, *workers}
+    for pod_name, pod in seen.pods.items():
+        assert "Running" in seen.phases[pod_name], pod_name
+        assert pod.spec.node_name and pod.spec.node_name.startswith("kwok-node-")
+        assert pod.spec.hostname == pod_name and pod.spec.subdomain == name
+    for worker in workers:
+        assert "Succeeded" in seen.phases[worker]
+    assert "Succeeded" not in seen.phases[ps]
+
+    # The hosts Volcano's svc plugin publishes are the ones TF_CONFIG is built from.
+    hosts = seen.config_maps[f"{name}-svc"]
+    assert hosts["ps.host"].split() == [f"{ps}.{name}"]
+    assert hosts["worker.host"].split() == [f"{w}.{name}" for w in workers]
+    for pod in seen.pods.values():
+        cluster_spec = json.loads(_env(pod)["VPIPE_TF_CLUSTER"])
+        assert [h.rsplit(":", 1)[0] for h in cluster_spec["ps"]] == hosts["ps.host"].split()
+        assert [h.rsplit(":", 1)[0] for h in cluster_spec["worker"]] == hosts["worker.host"].split()
+
+    # CompleteJob deleted the parameter server; the job record says Completed.
+    _wait_for("PS pod gone", lambda: ps not in seen.pod_names(), timeout=30)
+    job = seen.job(name)
+    assert job is not None and job["status"]["state"]["phase"] == "Completed"
+
+
+def test_gang_that_cannot_fit_times_out_and_aborts(cluster, namespace: str) -> None:
+    """3 workers x 4 GPUs on nodes of 2 GPUs each: the gang never fits, no pod is bound."""
+    name = "gang"
+    seen = Observer(cluster, namespace)
+    proc = _start(cluster, "train", "tf", "--name", name, "--namespace", namespace, "--ps", "1", "--workers", "3",
+                  "--gpus-per-worker", "4", "--code-url", CODE_URL, "--timeout", "25")
+    seen.watch(proc)
+    run = _finish(proc)
+    assert run.returncode == 1, run.stderr
+    assert run.result is not None and run.result["phase"] in ("Aborting", "Aborted")
+    assert "timed out" in (run.result["message"] or "")
+    assert all(not pod.spec.node_name for pod in seen.pods.values()), "no pod of an unfit gang may be bound"
+    # While waiting the step showed why the scheduler did not place the gang.
+    reason_words = ("nvidia.com/gpu", "Insufficient", "Unschedulable", "NotEnoughResources", "not enough")
+    assert any(word in run.stderr for word in reason_words), run.stderr
+    job = seen.job(name)
+    assert job is not None
+    assert _wait_for("job Aborted", lambda: (seen.job(name) or {}).get("status", {}).get("state", {}).get("phase") == "Aborted", timeout=60)
+
+
+def test_mpi_master_completes(cluster, namespace: str) -> None:
+    name = "mpi"
+    seen = Observer(cluster, namespace)
+    proc = _start(cluster, "train", "mpi", "--name", name, "--namespace", namespace, "--workers", "2",
+                  "--command", "python train.py", "--code-url", CODE_URL)
+    seen.watch(proc)
+    run = _finish(proc)
+    assert run.returncode == 0, run.stderr
+    assert run.result is not None and run.result["phase"] == "Completed"
+
+    secret = seen.secrets[f"{name}-ssh"]  # Volcano's ssh plugin
+    assert {"authorized_keys", "id_rsa", "id_rsa.pub"} <= set(secret)
+    hosts = seen.config_maps[f"{name}-svc"]
+    assert hosts["mpiworker.host"].split() == [f"{name}-mpiworker-{i}.{name}" for i in range(2)]
+    master = f"{name}-mpimaster-0"
+    assert "Succeeded" in seen.phases[master]
+    for i in range(2):
+        worker = f"{name}-mpiworker-{i}"
+        assert "Running" in seen.phases[worker] and "Succeeded" not in seen.phases[worker]
+    _wait_for("MPI workers gone", lambda: not {f"{name}-mpiworker-0", f"{name}-mpiworker-1"} & seen.pod_names(), timeout=30)
+
+
+def test_failing_worker_retries_then_fails(cluster, namespace: str) -> None:
+    name = "fails"
+    seen = Observer(cluster, namespace)
+    proc = _start(cluster, "train", "tf", "--name", name, "--namespace", namespace, "--ps", "1", "--workers", "2",
+                  "--code-url", CODE_URL, "--max-retry", "2", *_label_args("worker", behaviour.fail_with(3)))
+    seen.watch(proc)
+    run = _finish(proc)
+    assert run.returncode == 1, run.stderr
+    result = run.result
+    assert result is not None and result["phase"] == "Failed"
+    assert result["retries"] == 2
+    failure = result["failure"]
+    assert failure is not None
+    assert failure["pod"].startswith(f"{name}-worker-")
+    assert failure["exit_code"] == 3
+    assert failure["reason"] == behaviour.FAIL_REASON
+    # Volcano really restarted the job: the same pod name came back as new pods.
+    assert max(len(uids) for uids in seen.uids.values()) >= 2, seen.uids
+    assert failure["pod"] in run.stderr and "3" in run.stderr
+
+
+def test_step_survives_apiserver_restart(cluster, namespace: str) -> None:
+    plane = cluster.require_local()
+    name = "restart"
+    seen = Observer(cluster, namespace)
+    proc = _start(cluster, "train", "tf", "--name", name, "--namespace", namespace, "--ps", "1", "--workers", "2",
+                  "--code-url", CODE_URL, *_label_args("worker", behaviour.run_for(20)))
+    try:
+        _wait_for("workers Running", lambda: sum(p.status.phase == "Running" for p in seen.poll()) == 3, timeout=60)
+        plane.restart_apiserver(downtime=3)
+        run = _finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert run.returncode == 0, run.stderr
+    assert run.result is not None and run.result["phase"] == "Completed"
+
+
+def test_killed_step_reattaches_with_same_run_id(cluster, namespace: str) -> None:
+    name = "attach"
+    run_id = uuid.uuid4().hex[:12]
+    args = ["train", "tf", "--name", name, "--namespace", namespace, "--ps", "1", "--workers", "2",
+            "--code-url", CODE_URL, "--run-id", run_id, *_label_args("worker", behaviour.run_for(15))]
+    seen = Observer(cluster, namespace)
+    first = _start(cluster, *args)
+    _wait_for("job created", lambda: seen.job(name) is not None, timeout=60)
+    _wait_for("pods Running", lambda: any(p.status.phase == "Running" for p in seen.poll()), timeout=60)
+    first.send_signal(signal.SIGKILL)  # no chance to clean up, like a lost pipeline pod
+    first.communicate(timeout=30)
+    uid = seen.job(name)["metadata"]["uid"]
+
+    run = _vpipe(cluster, *args)
+    assert run.returncode == 0, run.stderr
+    assert run.result is not None and run.result["phase"] == "Completed"
+    assert run.result["created"] is False
+    jobs = seen.jobs()
+    assert len(jobs) == 1 and jobs[0]["metadata"]["uid"] == uid
+
+
+def test_sigterm_with_on_cancel_delete_removes_job(cluster, namespace: str) -> None:
+    name = "cancel"
+    seen = Observer(cluster, namespace)
+    proc = _start(cluster, "train", "tf", "--name", name, "--namespace", namespace, "--ps", "1", "--workers", "2",
+                  "--code-url", CODE_URL, "--on-cancel", "delete", *_label_args("worker", behaviour.keep_running()))
+    _wait_for("pods Running", lambda: sum(p.status.phase == "Running" for p in seen.poll()) == 3, timeout=60)
+    proc.send_signal(signal.SIGTERM)
+    run = _finish(proc, timeout=60)
+    assert run.returncode != 0
+    _wait_for("job deleted", lambda: seen.job(name) is None, timeout=30)
+    _wait_for("pods deleted", lambda: not seen.pod_names(), timeout=60)
+
