@@ -36,6 +36,7 @@ class SyncResult:
     deleted: int = 0
     cleaned: int = 0  # temporary files of interrupted runs removed
     failed: int = 0
+    retried: int = 0  # files that needed more than one attempt (source changed, transient error)
     bytes_copied: int = 0
     files_selected: int = 0
     bytes_selected: int = 0
@@ -215,6 +216,8 @@ def _execute(
 
 def _tally(result: SyncResult, outcomes: list[Outcome]) -> None:
     for o in outcomes:
+        if o.attempts > 1:
+            result.retried += 1
         if o.result == "copied":
             result.copied += 1
             result.bytes_copied += o.bytes

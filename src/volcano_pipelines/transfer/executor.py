@@ -52,6 +52,7 @@ class Outcome:
     result: str  # copied | skipped | deleted | cleaned | failed
     bytes: int = 0
     error: str | None = None
+    attempts: int = 1
 
 
 ProgressFn = Callable[[str, int], None]  # (path, bytes just written); thread-safe callee
@@ -211,7 +212,7 @@ class Executor:
                 expected = self.source.stat(item.path)
             try:
                 written = self._copy_once(expected, final)
-                return Outcome(item.path, "copied", bytes=written)
+                return Outcome(item.path, "copied", bytes=written, attempts=attempt)
             except SourceChanged as err:
                 last_error = f"source changed during copy: {err}"
                 log.warning("%s: %s (attempt %d/%d)", item.path, last_error, attempt, self.opts.max_attempts)
@@ -233,7 +234,7 @@ class Executor:
                     last_error = f"transient error: {type(err).__name__}: {err}"
                 log.warning("%s: %s (attempt %d/%d)", item.path, last_error, attempt, self.opts.max_attempts)
                 time.sleep(self.opts.retry_delay * 2 ** (attempt - 1))
-        return Outcome(item.path, "failed", error=last_error)
+        return Outcome(item.path, "failed", error=last_error, attempts=attempt)
 
     def _same_content(self, rel: str, final: str) -> bool:
         try:

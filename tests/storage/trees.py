@@ -1,0 +1,49 @@
+"""Helpers for sync tests: write a tree into HDFS, read a destination tree back."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from volcano_pipelines.transfer.plan import RESERVED_DIR, is_temp_name
+
+
+def put_tree(client: Any, root: str, files: dict[str, bytes]) -> None:
+    from hdfs_native import WriteOptions
+
+    for rel, data in files.items():
+        path = f"{root}/{rel}"
+        client.mkdirs(path.rsplit("/", 1)[0], create_parent=True)
+        with client.create(path, WriteOptions(overwrite=True)) as w:
+            w.write(data)
+
+
+def hdfs_mtimes(client: Any, root: str) -> dict[str, int]:
+    prefix = root.rstrip("/") + "/"
+    return {
+        st.path[len(prefix):]: st.modification_time
+        for st in client.list_status(root, recursive=True)
+        if not st.isdir
+    }
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    """Regular files under root (not .vpipe/), as {relative path: content}."""
+    out: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        if rel_dir == ".":
+            rel_dir = ""
+            if RESERVED_DIR in dirnames:
+                dirnames.remove(RESERVED_DIR)
+        for name in filenames:
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            out[rel] = (Path(dirpath) / name).read_bytes()
+    return out
+
+
+def temp_files(root: Path) -> list[str]:
+    return [
+        os.path.join(d, n) for d, _, names in os.walk(root) for n in names if is_temp_name(n)
+    ]
