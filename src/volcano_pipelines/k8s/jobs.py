@@ -83,6 +83,7 @@ def create_or_attach(cluster: Cluster, job: dict[str, Any]) -> tuple[dict[str, A
         existing = find_run_job(cluster, namespace, run_id, step)
         if existing is not None:
             return existing, False
+    check_queue(cluster, job["spec"]["queue"])
     delay = 0.5
     for attempt in range(6):
         try:
@@ -158,6 +159,35 @@ def abort_job(cluster: Cluster, job: dict[str, Any]) -> str:
         log.warning("cannot abort through a Volcano Command (%s); deleting the job instead", err)
         delete_job(cluster, meta["namespace"], meta["name"])
         return "deleted"
+
+
+def check_queue(cluster: Cluster, queue: str) -> None:
+    """What Volcano's webhook checks and a cluster without it would not: the queue exists, is
+    Open and is a leaf (jobs in a missing or closed queue wait forever). Skipped, with a
+    warning, when the step may not read queues."""
+    try:
+        found = cluster.custom.get_cluster_custom_object(SCHEDULING_GROUP, SCHEDULING_VERSION, "queues", queue)
+    except ApiException as err:
+        if err.status == 404:
+            names = _queue_names(cluster)
+            raise InputError("job.queue", queue, "an existing Volcano queue" + (f": one of {', '.join(names)}" if names else "")) from None
+        if err.status in (401, 403):
+            log.warning("cannot read Volcano queue %s (HTTP %s); not checking it", queue, err.status)
+            return
+        raise api_error(err, f"read queue {queue}", cluster) from err
+    state = (found.get("status") or {}).get("state")
+    if state and state != "Open":
+        raise InputError("job.queue", queue, f"an Open queue (queue {queue} is {state})")
+    if queue == "root":
+        raise InputError("job.queue", queue, "a leaf queue, not the root of the hierarchy")
+
+
+def _queue_names(cluster: Cluster) -> list[str]:
+    try:
+        listing = cluster.custom.list_cluster_custom_object(SCHEDULING_GROUP, SCHEDULING_VERSION, "queues")
+        return sorted(q["metadata"]["name"] for q in listing.get("items") or [])
+    except Exception:  # noqa: BLE001 - only decorates the error message
+        return []
 
 
 def get_podgroup(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:

@@ -3,6 +3,7 @@ the builders produce (server-side dry run: validated, defaulted, not stored)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.integration
 TOLERATION = {"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 FULL_ROLE = Role(replicas=2, image="img:2", resources=Resources(cpu="1500m", memory="3Gi", gpu=1), env={"A": "$(x) 'q'"},
                  node_selector={"accel": "t4"}, tolerations=(TOLERATION,), labels={"team": "ml"}, annotations={"n": "v"})
-FULL_JOB = JobOptions(name="full", queue="default", priority_class="high", min_available=3, max_retry=1,
+FULL_JOB = JobOptions(name="full", queue="default", priority_class="high", min_available=5, max_retry=1,
                       ttl_seconds_after_finished=0, image_pull_secrets=("regcred",), service_account="trainer",
                       run_id="run-1", labels={"example.com/team": "ml"}, restart_on_pod_failure=False)
 
@@ -35,7 +36,7 @@ def shapes() -> dict[str, dict[str, Any]]:
                                              code=CodeSource(url="https://h/c.tgz", sha256="a" * 64))),
         "mpi-default": build_mpi_job(MPIJobSpec(job=JobOptions(name="hello"), command=("mpi_hello",))),
         "mpi-everything": build_mpi_job(MPIJobSpec(
-            job=FULL_JOB, command=("python3", "x.py"), worker=FULL_ROLE, slots_per_worker=4, mpiexec_args=("-x", "A"),
+            job=replace(FULL_JOB, min_available=2), command=("python3", "x.py"), worker=FULL_ROLE, slots_per_worker=4, mpiexec_args=("-x", "A"),
             storage=Storage(data_pvc="data", log_pvc="logs"), code=CodeSource(url="http://f/code/"))),
     }
 
@@ -50,4 +51,19 @@ def test_crd_schema_accepts_rendered_job(cluster: Any, namespace: str, shape: st
     assert accepted["spec"]["tasks"] == job["spec"]["tasks"]
     for key in ("schedulerName", "minAvailable", "queue", "maxRetry", "plugins", "policies"):
         assert accepted["spec"][key] == job["spec"][key]
+    assert api.list_namespaced_custom_object("batch.volcano.sh", "v1alpha1", namespace, "jobs")["items"] == []
+
+
+def test_missing_queue_is_bad_input_and_creates_nothing(cluster: Any, namespace: str) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "volcano_pipelines", "train", "tf", "--name", "q", "-n", namespace, "--queue", "no-such-queue",
+         "--kubeconfig", str(cluster.kubeconfig), "-q"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "--queue (job.queue)='no-such-queue'" in proc.stderr and "default" in proc.stderr
+    api = client.CustomObjectsApi(cluster.api_client())
     assert api.list_namespaced_custom_object("batch.volcano.sh", "v1alpha1", namespace, "jobs")["items"] == []
