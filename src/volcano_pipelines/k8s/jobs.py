@@ -227,12 +227,16 @@ def pod_log_tail(cluster: Cluster, namespace: str, pod: str, lines: int = 20) ->
 
 
 def watch_job(
-    cluster: Cluster, namespace: str, name: str, window: Callable[[], int] = lambda: WATCH_WINDOW_SECONDS
+    cluster: Cluster,
+    namespace: str,
+    name: str,
+    window: Callable[[], int] = lambda: WATCH_WINDOW_SECONDS,
+    resource_version: str | None = None,
 ) -> Iterator[dict[str, Any] | None]:
     """Yields the job every time it changes, and None at least every `window()` seconds
     (a tick for deadlines and hints). Survives connection loss and `410 Gone` by re-reading
-    the job and resuming from its resourceVersion. Ends when the job is deleted."""
-    resource_version: str | None = None
+    the job and resuming from its resourceVersion. Ends when the job is deleted.
+    `resource_version` resumes an earlier watch (None: start from a fresh read)."""
     delay = 0.5
     while True:
         if resource_version is None:
@@ -260,6 +264,7 @@ def watch_job(
                 obj = event["object"]
                 if kind == "ERROR":
                     if (obj or {}).get("code") == 410:
+                        log.info("watch of job %s/%s expired (410 Gone); re-reading it", namespace, name)
                         resource_version = None
                         break
                     raise ApiException(status=(obj or {}).get("code", 500), reason=str((obj or {}).get("message")))
@@ -272,6 +277,7 @@ def watch_job(
             yield None
         except ApiException as err:
             if err.status == 410:
+                log.info("watch of job %s/%s expired (410 Gone); re-reading it", namespace, name)
                 resource_version = None
                 continue
             if not is_transient(err):
