@@ -32,6 +32,9 @@ GLUSTER_OPTIONS: dict[str, str] = {
 }
 
 
+JAVA_OPENS = ("java.lang", "java.lang.reflect", "java.util", "java.util.concurrent", "java.io", "java.net", "java.nio", "sun.nio.ch")
+
+
 class Unavailable(Exception):
     """The system cannot be had on this machine (the message says why, in one line)."""
 
@@ -101,12 +104,14 @@ class MiniHdfs:
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         log4j = self.base / "log4j.properties"
         # WARN and up, plus the NameNode audit log (tests check which user did what).
-        log4j.write_text((built / "log4j.properties").read_text() + "log4j.logger.FSNamesystem.audit=INFO\n")
+        log4j.write_text((built / "log4j.properties").read_text() + "log4j.logger.org.apache.hadoop.hdfs.server.namenode.FSNamesystem.audit=INFO\n")
         log = open(self.base / "minidfs.log", "w")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(
             [
                 "java",
                 "-Xmx1g",
+                # Java 17: Jersey/JAXB behind WebHDFS reflect into java.base (as Hadoop's own scripts allow).
+                *(f"--add-opens=java.base/{pkg}=ALL-UNNAMED" for pkg in JAVA_OPENS),
                 f"-Dlog4j.configuration=file:{log4j}",
                 "-cp",
                 classpath,
