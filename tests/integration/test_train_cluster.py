@@ -93,6 +93,7 @@ class Observer:
         # Volcano's plugins delete their ConfigMaps / Secrets when the job ends: keep copies.
         self.config_maps: dict[str, dict[str, str]] = {}
         self.secrets: dict[str, dict[str, str]] = {}
+        self.podgroups: dict[str, dict[str, Any]] = {}  # job name -> PodGroup (gone once the job ends)
 
     def poll(self) -> list[Any]:
         pods = self.core.list_namespaced_pod(self.namespace).items
@@ -105,6 +106,10 @@ class Observer:
             self.config_maps[cm.metadata.name] = cm.data or {}
         for secret in self.core.list_namespaced_secret(self.namespace).items:
             self.secrets[secret.metadata.name] = secret.data or {}
+        groups = self.custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", self.namespace, "podgroups")
+        for group in groups["items"]:
+            for ref in group["metadata"].get("ownerReferences", []):
+                self.podgroups[ref["name"]] = group
         return pods
 
     def watch(self, proc: subprocess.Popen, timeout: float = 240) -> None:
@@ -123,13 +128,6 @@ class Observer:
 
     def jobs(self) -> list[dict[str, Any]]:
         return self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, "jobs")["items"]
-
-    def podgroup(self, job_name: str) -> dict[str, Any] | None:
-        groups = self.custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", self.namespace, "podgroups")
-        for group in groups["items"]:
-            if any(ref["name"] == job_name for ref in group["metadata"].get("ownerReferences", [])):
-                return group
-        return None
 
     def pod_names(self) -> set[str]:
         return {p.metadata.name for p in self.core.list_namespaced_pod(self.namespace).items}
@@ -150,10 +148,9 @@ def test_tf_ps_workers_complete(cluster, namespace: str) -> None:
     assert run.result is not None and run.result["phase"] == "Completed"
     assert run.result["name"] == name and run.result["namespace"] == namespace
     assert run.result["failure"] is None
-    assert run.result["tasks"]["worker"]["succeeded"] == 2
     assert run.result["duration_seconds"] is not None and run.result["duration_seconds"] >= 4
 
-    group = seen.podgroup(name)
+    group = seen.podgroups.get(name)
     assert group is not None and group["spec"]["minMember"] == 3
 
     ps, workers = f"{name}-ps-0", [f"{name}-worker-0", f"{name}-worker-1"]
@@ -179,6 +176,9 @@ def test_tf_ps_workers_complete(cluster, namespace: str) -> None:
     _wait_for("PS pod gone", lambda: ps not in seen.pod_names(), timeout=30)
     job = seen.job(name)
     assert job is not None and job["status"]["state"]["phase"] == "Completed"
+    # Volcano drops taskStatusCount from a finished job's status, so the step must report
+    # the counts it saw (or count pods): users read "2 workers succeeded" from the result.
+    assert run.result["tasks"]["worker"]["succeeded"] == 2, run.result["tasks"]
 
 
 def test_gang_that_cannot_fit_times_out_and_aborts(cluster, namespace: str) -> None:
@@ -241,7 +241,9 @@ def test_failing_worker_retries_then_fails(cluster, namespace: str) -> None:
     assert failure["reason"] == behaviour.FAIL_REASON
     # Volcano really restarted the job: the same pod name came back as new pods.
     assert max(len(uids) for uids in seen.uids.values()) >= 2, seen.uids
-    assert failure["pod"] in run.stderr and "3" in run.stderr
+    # The step's message names the pod, the exit code and the reason.
+    message = result["message"] or ""
+    assert failure["pod"] in message and "exit code 3" in message and behaviour.FAIL_REASON in message, message
 
 
 def test_step_survives_apiserver_restart(cluster, namespace: str) -> None:
