@@ -84,7 +84,10 @@ def run_job(plane: ControlPlane, namespace: str, name: str, workers: int, run_fo
 
     time.sleep(2)  # let the audit backend flush the last events
     events, _ = audit_events(plane.audit_log, audit_start)
-    step = [e for e in events if e.get("userAgent", "").startswith(STEP_USER_AGENT_PREFIX)
+    # One request can log several stages (a watch logs ResponseStarted and ResponseComplete):
+    # count distinct audit IDs.
+    unique = {e["auditID"]: e for e in events}
+    step = [e for e in unique.values() if e.get("userAgent", "").startswith(STEP_USER_AGENT_PREFIX)
             and e.get("objectRef", {}).get("namespace") in (namespace, None)]
     by_kind = Counter(f"{e['verb']} {e.get('objectRef', {}).get('resource', '?')}" for e in step)
     return {
