@@ -59,6 +59,10 @@ def _kind_available() -> bool:
     return shutil.which("docker") is not None and shutil.which("kind") is not None
 
 
+_build_error: list[str] = []
+
+
+@pytest.hookimpl(trylast=True)  # after `-m` / `-k` deselection: build only if still needed
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Build the control plane before the first test runs, outside any per-test timeout,
     and only when integration tests were selected and no other cluster was named."""
@@ -70,7 +74,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         log = (lambda msg: reporter.write_line(f"[tests.cluster] {msg}")) if reporter else print
         log("building the local control plane (cold builds take tens of minutes)")
-        build.build(log=log)
+        try:
+            build.build(log=log)
+        except Exception as err:  # noqa: BLE001 - reported by every test that needs the cluster
+            # A broken build must fail the integration tests loudly, not skip them, and
+            # must not stop the rest of the suite from running.
+            _build_error.append(f"building the local control plane failed: {err}")
 
 
 def _kind_cluster(tmp: Path) -> Cluster:
@@ -98,6 +107,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         return
     if not _go_available():
         pytest.skip(f"no cluster: set {KUBECONFIG_ENV}, install Docker+kind, or install Go to build tests/cluster")
+    if _build_error:
+        pytest.fail(_build_error[0], pytrace=False)
     bin_dir = build.build()  # normally a no-op: built at collection time or by ci_prepare.sh
     state_dir = tmp_path_factory.mktemp("control-plane")
     plane = ControlPlane(state_dir=state_dir, bin_dir=bin_dir, log=lambda msg: None)
