@@ -26,7 +26,7 @@ from volcano_pipelines.transfer.dest import (
     classify_os_error,
 )
 from volcano_pipelines.transfer.plan import Action, Entry, Plan, PlanItem, parent_dirs, temp_name
-from volcano_pipelines.transfer.sources import Source, is_transient
+from volcano_pipelines.transfer.sources import Source, is_transient, short_error
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ CHUNK_SIZE = 8 << 20
 # and brick daemon; many small files in flight hide that latency (TESTING.md: temp file +
 # rename with 32 threads is ~3x faster than with 1).
 DEFAULT_TRANSFERS = 32
-MAX_ATTEMPTS = 4
+MAX_ATTEMPTS = 8
 
 
 class SourceChanged(Exception):
@@ -193,7 +193,7 @@ class Executor:
             self.stop.set()
             return Outcome(item.path, "failed", error=str(err))
         except Exception as err:  # noqa: BLE001 - reported per file
-            return Outcome(item.path, "failed", error=f"{type(err).__name__}: {err}")
+            return Outcome(item.path, "failed", error=short_error(err))
 
     def _transfer(self, item: PlanItem) -> Outcome:
         expected = Entry(item.path, item.size, item.mtime_ms)
@@ -219,8 +219,8 @@ class Executor:
             except VerifyFailed as err:
                 last_error = f"verification failed: {err}"
                 log.warning("%s: %s (attempt %d/%d)", item.path, last_error, attempt, self.opts.max_attempts)
-            except OSError as err:
-                if getattr(err, "_vpipe_dest", False):
+            except (OSError, RuntimeError) as err:
+                if isinstance(err, OSError) and getattr(err, "_vpipe_dest", False):
                     mapped = classify_os_error(err, f"writing {item.path}")
                     if mapped is not err:
                         raise mapped from err
@@ -228,12 +228,12 @@ class Executor:
                     if err.errno not in (errno.EIO, errno.ENOTCONN, errno.ESTALE):
                         break
                 elif not is_transient(err):
-                    last_error = f"source error: {type(err).__name__}: {err}"
+                    last_error = f"source error: {short_error(err)}"
                     break
                 else:
-                    last_error = f"transient error: {type(err).__name__}: {err}"
+                    last_error = f"transient error: {short_error(err)}"
                 log.warning("%s: %s (attempt %d/%d)", item.path, last_error, attempt, self.opts.max_attempts)
-                time.sleep(self.opts.retry_delay * 2 ** (attempt - 1))
+                time.sleep(min(8.0, self.opts.retry_delay * 2 ** (attempt - 1)))
         return Outcome(item.path, "failed", error=last_error, attempts=attempt)
 
     def _same_content(self, rel: str, final: str) -> bool:
@@ -304,7 +304,10 @@ class Executor:
             return written
         finally:
             if fd >= 0:
-                os.close(fd)
+                try:
+                    os.close(fd)  # may report a deferred write error; the first error wins
+                except OSError:
+                    pass
             try:
                 os.unlink(tmp)
             except FileNotFoundError:

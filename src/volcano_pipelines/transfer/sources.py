@@ -59,9 +59,34 @@ class SourceMissing(Exception):
 # ---------------------------------------------------------------------------- retries
 
 
+# Java exceptions a NameNode sends back that mean "try again": restarting / failing over
+# (safe mode, standby), overloaded, or retriable by contract.
+TRANSIENT_REMOTE = (
+    "SafeModeException",
+    "RetriableException",
+    "StandbyException",
+    "ObserverRetryOnActiveException",
+    "ServerTooBusyException",
+    "ConnectException",
+    "EOFException",
+    "SocketTimeoutException",
+    "BlockMissingException",
+)
+
+
+def short_error(err: BaseException, limit: int = 300) -> str:
+    """One line, no Java stack trace: safe for logs and reports."""
+    text = f"{type(err).__name__}: {err}".replace("\\n", "\n")
+    line = text.split("\n", 1)[0].strip()
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def is_transient(err: BaseException) -> bool:
     if isinstance(err, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
         return False
+    if isinstance(err, RuntimeError):  # hdfs-native: RPCError("<java class>", "<message>")
+        text = str(err)
+        return any(name in text for name in TRANSIENT_REMOTE)
     if isinstance(err, (ConnectionError, TimeoutError, socket.timeout)):
         return True
     if isinstance(err, OSError):
@@ -74,7 +99,7 @@ def with_retries(
     what: str,
     fn: Callable[[], T],
     *,
-    attempts: int = 6,
+    attempts: int = 8,
     base_delay: float = 0.5,
     max_delay: float = 8.0,
     sleep: Callable[[float], None] = time.sleep,
@@ -87,7 +112,7 @@ def with_retries(
             if attempt == attempts or not is_transient(err):
                 raise
             delay = min(max_delay, base_delay * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
-            log.warning("%s failed (%s: %s); retry %d/%d in %.1fs", what, type(err).__name__, err, attempt, attempts - 1, delay)
+            log.warning("%s failed (%s); retry %d/%d in %.1fs", what, short_error(err), attempt, attempts - 1, delay)
             sleep(delay)
     raise AssertionError("unreachable")
 

@@ -1,0 +1,146 @@
+"""`sync` under faults, against real HDFS + GlusterFS: kill -9 mid-file, NameNode restart,
+a source file rewritten while it is being copied, a destination that fills up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+from tests.storage.trees import put_tree, read_tree, temp_files
+from volcano_pipelines.steps.sync import SyncFailed, sync
+from volcano_pipelines.transfer.report import Progress
+
+pytestmark = [pytest.mark.hdfs, pytest.mark.gluster, pytest.mark.timeout(600)]
+
+
+def _root() -> str:
+    return f"/faults/{uuid.uuid4().hex[:8]}"
+
+
+def test_kill_9_mid_large_file_then_rerun(hdfs, gluster) -> None:  # type: ignore[no-untyped-def]
+    client, root = hdfs.client(), _root()
+    files = {"small.txt": b"s" * 100, "large.bin": os.urandom(96 << 20)}
+    put_tree(client, root, files)
+    dst = gluster.fresh_dir("kill9")
+    cmd = [sys.executable, "-m", "volcano_pipelines", "sync", f"{hdfs.url}{root}", str(dst),
+           "--transfers", "1", "--chunk-mib", "1", "-q"]
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    partial = None
+    deadline = time.monotonic() + 120
+    while partial is None and time.monotonic() < deadline and proc.poll() is None:
+        for path in temp_files(dst):
+            try:
+                if os.path.getsize(path) >= 4 << 20:
+                    partial = path
+            except FileNotFoundError:
+                pass
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert partial is not None, "never saw the large file in flight"
+
+    # No partial file is visible under a final name; only the temporary one is left.
+    assert not (dst / "large.bin").exists()
+    assert os.path.exists(partial) and os.path.getsize(partial) < len(files["large.bin"])
+
+    result = sync(f"{hdfs.url}{root}", str(dst))
+    assert result.cleaned >= 1 and result.failed == 0
+    assert read_tree(dst) == files
+    assert temp_files(dst) == []
+
+
+class _Trigger(Progress):
+    """Calls `action` once, from the transfer thread, when `after` files are done."""
+
+    def __init__(self, after: int, action) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.after = after
+        self.action = action
+        self.fired = threading.Event()
+
+    def file_done(self, path: str, result: str) -> None:
+        super().file_done(path, result)
+        if self.files_done >= self.after and not self.fired.is_set():
+            self.fired.set()
+            self.action()
+
+
+def test_namenode_restart_mid_sync(hdfs, gluster) -> None:  # type: ignore[no-untyped-def]
+    client, root = hdfs.client(), _root()
+    files = {f"d{i % 7}/f{i:04d}.bin": os.urandom(16 << 10) for i in range(400)}
+    put_tree(client, root, files)
+    dst = gluster.fresh_dir("nnrestart")
+    restarted = threading.Event()
+
+    def bounce() -> None:
+        def run() -> None:
+            hdfs.stop_namenode()
+            time.sleep(3)
+            hdfs.start_namenode()
+            restarted.set()
+
+        threading.Thread(target=run, daemon=True).start()
+
+    trigger = _Trigger(after=40, action=bounce)
+    result = sync(f"{hdfs.url}{root}", str(dst), transfers=4, progress=trigger)
+
+    assert trigger.fired.is_set() and restarted.wait(120)
+    assert result.failed == 0 and result.copied == len(files)
+    assert read_tree(dst) == files
+    assert temp_files(dst) == []
+
+
+def test_source_rewritten_during_copy_is_detected_and_recopied(hdfs, gluster) -> None:  # type: ignore[no-untyped-def]
+    from hdfs_native import WriteOptions
+
+    client, root = hdfs.client(), _root()
+    old, new = os.urandom(24 << 20), os.urandom(24 << 20)  # same size: only mtime/content differ
+    put_tree(client, root, {"moving.bin": old})
+    dst = gluster.fresh_dir("modified")
+    fired = threading.Event()
+
+    class Rewrite(Progress):
+        def advance(self, path: str, nbytes: int) -> None:
+            super().advance(path, nbytes)
+            if not fired.is_set() and self.bytes_done >= 2 << 20:
+                fired.set()
+                time.sleep(0.01)  # HDFS mtime has millisecond resolution
+                with client.create(f"{root}/moving.bin", WriteOptions(overwrite=True)) as w:
+                    w.write(new)
+
+    result = sync(f"{hdfs.url}{root}", str(dst), transfers=1, chunk_size=1 << 20, progress=Rewrite())
+
+    assert fired.is_set()
+    assert result.failed == 0 and result.copied == 1 and result.retried == 1
+    assert (dst / "moving.bin").read_bytes() == new
+    assert temp_files(dst) == []
+
+
+def test_full_destination_fails_cleanly(hdfs, gluster) -> None:  # type: ignore[no-untyped-def]
+    client, root = hdfs.client(), _root()
+    # The small volume has ~50 MiB free; 4 x 20 MiB cannot fit.
+    files = {f"chunk{i}.bin": os.urandom(20 << 20) for i in range(4)}
+    put_tree(client, root, files)
+    dst = gluster.small.mount / f"full-{uuid.uuid4().hex[:6]}"
+
+    try:
+        with pytest.raises(SyncFailed) as info:
+            sync(f"{hdfs.url}{root}", str(dst), transfers=2)
+        err = info.value
+        assert err.exit_code == 1 and "destination full" in str(err)
+        assert err.result.failed >= 1
+        tree = read_tree(dst)
+        assert tree and len(tree) < len(files)
+        for rel, data in tree.items():  # whatever has a final name is complete
+            assert data == files[rel], rel
+        assert temp_files(dst) == []
+    finally:
+        subprocess.run(["rm", "-rf", str(dst)], check=False)

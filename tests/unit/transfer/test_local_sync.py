@@ -1,0 +1,112 @@
+"""The whole step on local directories (file:// source): atomicity, safety, reports."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.storage.trees import read_tree, temp_files
+from volcano_pipelines.cli import main
+from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps.sync import SyncFailed, sync
+from volcano_pipelines.transfer.plan import temp_name
+
+
+def _tree(root: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    root = tmp_path / "src"
+    _tree(root, {"a.txt": b"a", "d/b.bin": os.urandom(5000), "d/e/c": b""})
+    return root
+
+
+def test_local_sync_round_trip(src: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "dst"
+    first = sync(str(src), str(dst), shards=2)
+    assert first.copied == 3 and read_tree(dst) == read_tree(src)
+    assert os.stat(dst / "d/b.bin").st_mtime_ns // 1_000_000 == os.stat(src / "d/b.bin").st_mtime_ns // 1_000_000
+    assert sync(f"file://{src}", str(dst)).skipped == 3
+
+
+def test_leftover_temp_files_are_cleaned(src: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "dst"
+    (dst / "d").mkdir(parents=True)
+    leftover = dst / "d" / temp_name("b.bin", "00112233aabbccdd")
+    leftover.write_bytes(b"partial")
+    result = sync(str(src), str(dst))
+    assert result.cleaned == 1 and temp_files(dst) == [] and read_tree(dst) == read_tree(src)
+
+
+def test_source_symlinks_are_rejected_not_followed(src: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not copy")
+    os.symlink(secret, src / "link.txt")
+    dst = tmp_path / "dst"
+    with pytest.raises(SyncFailed) as info:
+        sync(str(src), str(dst))
+    assert info.value.result.failures[0]["path"] == "link.txt"
+    assert not (dst / "link.txt").exists() and read_tree(dst) == {k: v for k, v in read_tree(src).items() if k != "link.txt"}
+
+
+def test_destination_symlink_dir_is_not_followed(src: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    os.symlink(outside, dst / "d")
+    sync(str(src), str(dst))
+    assert list(outside.iterdir()) == [] and (dst / "d").is_dir() and not (dst / "d").is_symlink()
+
+
+def test_dry_run_changes_nothing(src: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "dst"
+    result = sync(str(src), str(dst), dry_run=True, delete=True)
+    assert result.copied == 3 and not dst.exists()
+    assert {i["path"] for i in result.plan} == {"a.txt", "d/b.bin", "d/e/c"}
+
+
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [({"transfers": 0}, "transfers"), ({"shards": -1}, "shards"), ({"include": [""]}, "include"),
+     ({"kerberos_keytab": "/nope"}, "kerberos_keytab")],
+)
+def test_bad_arguments(src: Path, tmp_path: Path, kwargs: dict, field: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(InputError) as info:
+        sync(str(src), str(tmp_path / "dst"), **kwargs)
+    assert info.value.field == field
+    assert not (tmp_path / "dst").exists()
+
+
+def test_missing_source_and_destination_inside_source(src: Path, tmp_path: Path) -> None:
+    with pytest.raises(InputError):
+        sync(str(tmp_path / "nope"), str(tmp_path / "dst"))
+    with pytest.raises(InputError):
+        sync(str(src), str(src / "inner"))
+
+
+def test_read_only_destination_is_a_permission_problem(src: Path, tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root for a read-only bind mount")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if os.system(f"mount --bind {ro} {ro} && mount -o remount,ro,bind {ro}") != 0:
+        pytest.skip("cannot make a read-only bind mount here")
+    try:
+        assert main(["sync", str(src), str(ro), "-q"]) == 3
+    finally:
+        os.system(f"umount {ro}")
+
+
+def test_cli_exit_codes(src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sync", str(src), str(tmp_path / "dst"), "--json", "-q"]) == 0
+    assert '"copied": 3' in capsys.readouterr().out
+    assert main(["sync", str(tmp_path / "missing"), str(tmp_path / "dst"), "-q"]) == 2
+    assert main(["sync", str(src), str(tmp_path / "dst"), "--transfers", "0"]) == 2

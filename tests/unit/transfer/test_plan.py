@@ -1,0 +1,142 @@
+"""Pure planner: filters, names, decisions, shards."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from volcano_pipelines.transfer.plan import (
+    Action,
+    Entry,
+    build_plan,
+    check_glob,
+    is_temp_name,
+    parent_dirs,
+    same_mtime,
+    selected,
+    shard_by_bytes,
+    shard_file_name,
+    temp_name,
+    unsafe_reason,
+)
+
+
+def E(path: str, size: int = 10, mtime: int = 1_000) -> Entry:
+    return Entry(path, size, mtime)
+
+
+def actions(plan) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {i.path: i.action.value for i in plan.items}
+
+
+@pytest.mark.parametrize(
+    "path,include,exclude,want",
+    [
+        ("a/b/c.txt", [], [], True),
+        ("a/b/c.txt", ["*.txt"], [], True),  # no '/': matches the base name anywhere
+        ("a/b/c.txt", ["*.bin"], [], False),
+        ("a/b/c.txt", ["a/*.txt"], [], False),  # '*' does not cross '/'
+        ("a/b/c.txt", ["a/**.txt"], [], True),
+        ("a/b/c.txt", ["a/**/c.txt"], [], True),
+        ("a/c.txt", ["a/**/c.txt"], [], True),  # '**/' matches zero directories
+        ("a/b/c.txt", ["a/"], [], True),  # trailing '/' = everything below
+        ("a/b/c.txt", [], ["a/b/"], False),
+        ("a/b/c.txt", ["**"], ["*.txt"], False),
+        ("x/part-0001", ["part-000[0-9]"], [], True),
+        ("x/part-000a", ["part-000[!0-9]"], [], True),
+        ("x/f?.csv", ["f?.csv"], [], True),
+        ("/abs", ["/abs"], [], False),
+        ("abs", ["/abs"], [], True),  # a leading '/' anchors at the source root
+        ("d/abs", ["/abs"], [], False),
+    ],
+)
+def test_globs(path: str, include: list[str], exclude: list[str], want: bool) -> None:
+    assert selected(path, include, exclude) is want
+
+
+def test_check_glob() -> None:
+    assert check_glob("") is not None
+    assert check_glob("ok/**/*.txt") is None
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["", "/etc/passwd", "../x", "a/../../x", "a/./b", "a//b", "a\\b", "new\nline", "tab\there",
+     ".vpipe/shards/x", "d/.f.vpipe-tmp-0123abcd", "x" * 256],
+)
+def test_unsafe_names(path: str) -> None:
+    assert unsafe_reason(path) is not None
+
+
+@pytest.mark.parametrize("path", ["a", "a/b.c", ".hidden", "dir/.vpipe/ok", "ünï/cödé", "a b/c"])
+def test_safe_names(path: str) -> None:
+    assert unsafe_reason(path) is None
+
+
+def test_temp_names_round_trip_and_stay_short() -> None:
+    assert is_temp_name(temp_name("data.bin", "0123456789abcdef"))
+    assert not is_temp_name("data.bin")
+    long = temp_name("é" * 200, "0123456789abcdef")
+    assert len(long.encode()) <= 255 and is_temp_name(long)
+
+
+def test_decisions_by_size_and_mtime() -> None:
+    src = [E("new"), E("same"), E("bigger", size=11), E("touched", mtime=2_000)]
+    dst = [E("same"), E("bigger"), E("touched"), E("extra")]
+    plan = build_plan(src, dst)
+    assert actions(plan) == {"new": "copy", "same": "skip", "bigger": "copy", "touched": "copy"}
+    assert plan.bytes_to_copy == 10 + 11 + 10
+
+
+def test_checksum_compares_equal_sizes_only() -> None:
+    plan = build_plan([E("a"), E("b", size=5)], [E("a", mtime=5), E("b", size=6)], checksum=True)
+    assert actions(plan) == {"a": "compare", "b": "copy"}
+
+
+def test_delete_is_opt_in_and_respects_filters() -> None:
+    src = [E("keep.txt")]
+    dst = [E("keep.txt"), E("gone.txt"), E("logs/x.log")]
+    assert Action.DELETE not in {i.action for i in build_plan(src, dst).items}
+    plan = build_plan(src, dst, delete=True, exclude=["*.log"])
+    assert actions(plan) == {"keep.txt": "skip", "gone.txt": "delete"}  # excluded files are protected
+
+
+def test_file_in_the_way_of_a_directory_is_replaced_even_without_delete() -> None:
+    plan = build_plan([E("a/b/c")], [E("a")])
+    assert actions(plan) == {"a/b/c": "copy", "a": "delete"}
+
+
+def test_temps_are_cleaned_and_rejects_reported() -> None:
+    plan = build_plan(
+        [E("ok"), E("bad\nname")], [], dest_temps=["d/.x.vpipe-tmp-00ff00ff"], rejected=[("link", "symbolic link")]
+    )
+    assert actions(plan) == {"ok": "copy", "bad\nname": "reject", "link": "reject", "d/.x.vpipe-tmp-00ff00ff": "cleanup"}
+    assert [e.path for e in plan.selected] == ["ok"]
+
+
+def test_same_mtime_tolerates_whole_second_file_systems() -> None:
+    assert same_mtime(1_500, 1_500)
+    assert same_mtime(1_000, 1_999)
+    assert not same_mtime(1_001, 1_002)
+    assert not same_mtime(1_000, 2_000)
+
+
+def test_parent_dirs_parents_first() -> None:
+    assert parent_dirs(["a/b/c", "a/d", "e"]) == ["a", "a/b"]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=10_000), min_size=0, max_size=200), st.integers(1, 16))
+def test_shards_cover_everything_once_and_balance(sizes: list[int], n: int) -> None:
+    entries = [E(f"f{i:04d}", size=s) for i, s in enumerate(sizes)]
+    shards = shard_by_bytes(entries, n)
+    assert len(shards) == n
+    names = [p for s in shards for p in s.paths]
+    assert sorted(names) == sorted(e.path for e in entries)
+    loads = [s.bytes for s in shards]
+    assert max(loads) - min(loads) <= max(sizes, default=0)
+    assert shard_by_bytes(entries, n)[0].paths == shards[0].paths  # deterministic
+
+
+def test_shard_file_name() -> None:
+    assert shard_file_name(3, 10) == "shard-00003-of-00010.txt"
