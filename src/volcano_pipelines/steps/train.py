@@ -24,7 +24,11 @@ from volcano_pipelines.volcano.status import (
     FAILED_PHASES,
     JobStatus,
     PodFailure,
+    TaskCounts,
+    counts_from_pods,
+    final_counts,
     job_status,
+    latest_counts,
     pod_failure,
     podgroup_name,
     scheduling_problem,
@@ -139,7 +143,7 @@ def run_job(manifest: dict[str, Any], options: RunOptions, progress: ProgressCal
             "%s job %s/%s (run %s)", "created" if created else "attached to existing", meta["namespace"], meta["name"], run_id
         )
         if not options.wait:
-            return _result(cluster, job, created=created, failure=None, log_lines=0)
+            return _result(job, created=created, failure=None)
         try:
             return _wait(cluster, job, created, options, progress)
         except Cancelled as err:
@@ -156,7 +160,7 @@ def job_result(namespace: str, name: str, *, kubeconfig: str | None = None, cont
                            message=f"job {namespace}/{name} does not exist")
     status = job_status(job)
     failure = _failure(cluster, job, 20) if status.phase in FAILED_PHASES else None
-    return _result(cluster, job, created=False, failure=failure, log_lines=0)
+    return _result(job, created=False, failure=failure)
 
 
 def _wait(
@@ -170,6 +174,7 @@ def _wait(
     problem: str | None = None
     failed_seen = 0
     failure: PodFailure | None = None
+    counts: dict[str, TaskCounts] = {}
 
     def window() -> int:
         base = HINT_INTERVAL_SECONDS if problem is not None or job_status(job).phase in ("Pending", "Inqueue") else jobs.WATCH_WINDOW_SECONDS
@@ -181,6 +186,7 @@ def _wait(
         if update is not None:
             job = update
         status = job_status(job)
+        counts = latest_counts(counts, status.tasks)
         if status.finished:
             break
         now = time.monotonic()
@@ -211,11 +217,14 @@ def _wait(
             succeeded=False, created=created, message=f"job {namespace}/{name} was deleted before it finished",
         )
     status = job_status(job)
-    if progress is not None:
-        progress(name, status, None)
+    # One pod list at the end, whatever the size: what remains, and who failed.
+    pods = jobs.job_pods(cluster, namespace, name)
+    counts = final_counts(counts, counts_from_pods(pods))
     if status.phase in FAILED_PHASES:
-        failure = _failure(cluster, job, options.log_lines) or failure
-    return _result(cluster, job, created=created, failure=failure, log_lines=options.log_lines)
+        failure = _failure(cluster, job, options.log_lines, pods) or failure
+    if progress is not None:
+        progress(name, replace(status, tasks=counts), None)
+    return _result(job, created=created, failure=failure, counts=counts)
 
 
 def _timed_out(
@@ -234,7 +243,7 @@ def _timed_out(
                 final = update
             if job_status(final).phase in ("Aborted", "Completed", "Failed", "Terminated") or time.monotonic() > give_up:
                 break
-    result = _result(cluster, final, created=False, failure=None, log_lines=0)
+    result = _result(final, created=False, failure=None)
     result.succeeded = False
     result.message = (
         f"timed out after {options.timeout_seconds:g}s while the job was {phase_then}"
@@ -246,9 +255,11 @@ def _timed_out(
     return result
 
 
-def _failure(cluster: Cluster, job: dict[str, Any], log_lines: int) -> PodFailure | None:
+def _failure(
+    cluster: Cluster, job: dict[str, Any], log_lines: int, pods: list[dict[str, Any]] | None = None
+) -> PodFailure | None:
     meta = job["metadata"]
-    failure = pod_failure(jobs.job_pods(cluster, meta["namespace"], meta["name"]))
+    failure = pod_failure(pods if pods is not None else jobs.job_pods(cluster, meta["namespace"], meta["name"]))
     if failure is not None and log_lines > 0:
         failure = replace(failure, log_tail=jobs.pod_log_tail(cluster, meta["namespace"], failure.pod, log_lines))
     return failure
@@ -261,10 +272,15 @@ def _seconds_between(start: str | None, end: str | None) -> float | None:
 
 
 def _result(
-    cluster: Cluster, job: dict[str, Any], *, created: bool, failure: PodFailure | None, log_lines: int
+    job: dict[str, Any],
+    *,
+    created: bool,
+    failure: PodFailure | None,
+    counts: dict[str, TaskCounts] | None = None,
 ) -> TrainResult:
     meta = job["metadata"]
     status = job_status(job)
+    tasks = latest_counts(counts or {}, status.tasks)
     state = (job.get("status") or {}).get("state") or {}
     duration = _seconds_between(meta.get("creationTimestamp"), state.get("lastTransitionTime")) if status.finished else None
     message = None
@@ -285,7 +301,7 @@ def _result(
         created=created,
         duration_seconds=duration,
         retries=status.retries,
-        tasks={task: counts.as_dict() for task, counts in status.tasks.items()},
+        tasks={task: task_counts.as_dict() for task, task_counts in tasks.items()},
         failure=failure.as_dict() if failure else None,
         message=message,
     )

@@ -21,6 +21,10 @@ class TaskCounts:
     succeeded: int = 0
     failed: int = 0
 
+    @property
+    def empty(self) -> bool:
+        return not (self.pending or self.running or self.succeeded or self.failed)
+
     def as_dict(self) -> dict[str, int]:
         return {"pending": self.pending, "running": self.running, "succeeded": self.succeeded, "failed": self.failed}
 
@@ -91,6 +95,52 @@ def job_status(job: Mapping[str, Any], task_names: Iterable[str] = ()) -> JobSta
     )
 
 
+def latest_counts(seen: Mapping[str, TaskCounts], current: Mapping[str, TaskCounts]) -> dict[str, TaskCounts]:
+    """Per task, the newest counts that say anything (Volcano clears a finishing job's
+    taskStatusCount)."""
+    merged = dict(seen)
+    for task, counts in current.items():
+        if not counts.empty or task not in merged:
+            merged[task] = counts
+    return merged
+
+
+def pod_task(pod: Mapping[str, Any]) -> str | None:
+    meta = pod.get("metadata") or {}
+    return (meta.get("annotations") or {}).get("volcano.sh/task-spec") or (meta.get("labels") or {}).get(
+        "volcano.sh/task-spec"
+    )
+
+
+def counts_from_pods(pods: Iterable[Mapping[str, Any]]) -> dict[str, TaskCounts]:
+    totals: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        task = pod_task(pod)
+        if task is None:
+            continue
+        phase = (pod.get("status") or {}).get("phase") or "Pending"
+        bucket = totals.setdefault(task, {"pending": 0, "running": 0, "succeeded": 0, "failed": 0})
+        bucket[_POD_PHASE_COUNT.get(phase, "pending")] += 1
+    return {task: TaskCounts(**counts) for task, counts in totals.items()}
+
+
+def final_counts(seen: Mapping[str, TaskCounts], remaining: Mapping[str, TaskCounts]) -> dict[str, TaskCounts]:
+    """Counts for a finished job: the pods that remain (Volcano keeps finished pods, deletes
+    running ones) say what is running now; successes and failures are the most ever seen,
+    because the last status update before the end may not have counted the last pods."""
+    result: dict[str, TaskCounts] = {}
+    for task in {**seen, **remaining}:
+        before = seen.get(task, TaskCounts())
+        now = remaining.get(task, TaskCounts())
+        result[task] = TaskCounts(
+            pending=now.pending,
+            running=now.running,
+            succeeded=max(before.succeeded, now.succeeded),
+            failed=max(before.failed, now.failed),
+        )
+    return result
+
+
 def podgroup_name(job: Mapping[str, Any]) -> str:
     """Volcano names a job's PodGroup `<job>-<job uid>`."""
     meta = job["metadata"]
@@ -134,9 +184,7 @@ def pod_failure(pods: Iterable[Mapping[str, Any]]) -> PodFailure | None:
     for pod in pods:
         meta = pod.get("metadata") or {}
         status = pod.get("status") or {}
-        task_name = (meta.get("annotations") or {}).get("volcano.sh/task-spec") or (meta.get("labels") or {}).get(
-            "volcano.sh/task-spec"
-        )
+        task_name = pod_task(pod)
         for cs in status.get("containerStatuses") or []:
             term = _terminated_state(cs)
             if term and int(term.get("exitCode") or 0) != 0:

@@ -7,6 +7,9 @@ from volcano_pipelines.volcano.status import (
     TaskCounts,
     format_progress,
     job_status,
+    counts_from_pods,
+    final_counts,
+    latest_counts,
     pod_failure,
     podgroup_name,
     scheduling_problem,
@@ -103,3 +106,25 @@ def test_format_progress() -> None:
     line = format_progress("mnist", status, "NotEnoughResources: no GPUs")
     assert line.startswith("job mnist: Pending (retries 1) | ps: 0 running")
     assert "worker: 2 running" in line and line.endswith("waiting: NotEnoughResources: no GPUs")
+
+
+def test_latest_counts_keep_what_was_seen_when_volcano_clears_them() -> None:
+    seen = {"worker": TaskCounts(succeeded=2), "ps": TaskCounts(running=1)}
+    final = {"worker": TaskCounts(), "ps": TaskCounts(), "chief": TaskCounts()}
+    merged = latest_counts(seen, final)
+    assert merged == {"worker": TaskCounts(succeeded=2), "ps": TaskCounts(running=1), "chief": TaskCounts()}
+    assert latest_counts(seen, {"worker": TaskCounts(failed=1)})["worker"] == TaskCounts(failed=1)
+
+
+def test_counts_from_pods_and_final_counts() -> None:
+    pods = [
+        {"metadata": {"labels": {"volcano.sh/task-spec": "worker"}}, "status": {"phase": "Succeeded"}},
+        {"metadata": {"annotations": {"volcano.sh/task-spec": "worker"}}, "status": {"phase": "Succeeded"}},
+        {"metadata": {"labels": {"volcano.sh/task-spec": "ps"}}, "status": {"phase": "Running"}},
+        {"metadata": {"labels": {}}, "status": {"phase": "Running"}},  # not a task pod
+    ]
+    remaining = counts_from_pods(pods)
+    assert remaining == {"worker": TaskCounts(succeeded=2), "ps": TaskCounts(running=1)}
+    seen = {"worker": TaskCounts(running=1, succeeded=1, failed=1), "ps": TaskCounts(running=1), "chief": TaskCounts(succeeded=1)}
+    final = final_counts(seen, {"worker": TaskCounts(succeeded=2)})
+    assert final == {"worker": TaskCounts(succeeded=2, failed=1), "ps": TaskCounts(), "chief": TaskCounts(succeeded=1)}
