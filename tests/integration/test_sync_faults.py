@@ -144,3 +144,28 @@ def test_full_destination_fails_cleanly(hdfs, gluster) -> None:  # type: ignore[
         assert temp_files(dst) == []
     finally:
         subprocess.run(["rm", "-rf", str(dst)], check=False)
+
+
+def test_small_file_replaced_right_after_its_read_is_copied_again(hdfs, gluster) -> None:  # type: ignore[no-untyped-def]
+    from hdfs_native import WriteOptions
+
+    client, root = hdfs.client(), _root()
+    put_tree(client, root, {"small.txt": b"old version\n", "other.txt": b"x"})
+    dst = gluster.fresh_dir("recheck")
+    fired = threading.Event()
+
+    class Replace(Progress):
+        def advance(self, path: str, nbytes: int) -> None:
+            super().advance(path, nbytes)
+            if path == "small.txt" and not fired.is_set():
+                fired.set()
+                time.sleep(0.01)
+                with client.create(f"{root}/small.txt", WriteOptions(overwrite=True)) as w:
+                    w.write(b"new version\n")  # same size: only the mtime tells
+
+    result = sync(f"{hdfs.url}{root}", str(dst), transfers=1, progress=Replace())
+
+    assert fired.is_set() and result.failed == 0 and result.retried == 1
+    assert (dst / "small.txt").read_bytes() == b"new version\n"
+    mtime = client.get_file_info(f"{root}/small.txt").modification_time
+    assert os.stat(dst / "small.txt").st_mtime_ns == mtime * 1_000_000

@@ -120,6 +120,7 @@ class Executor:
         self.stop = threading.Event()  # set on a destination-wide failure (full / denied)
         self.fatal: Exception | None = None
         self._renamed_dirs: set[str] = set()
+        self._unchecked: dict[str, Entry] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ whole plan
@@ -165,7 +166,17 @@ class Executor:
         runnable.sort(key=lambda i: (-i.size, i.path))
         workers = max(1, min(self.opts.transfers, len(runnable) or 1))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync") as pool:
-            outcomes.extend(pool.map(self._transfer_guarded, runnable))
+            done = list(pool.map(self._transfer_guarded, runnable))
+            for _ in range(self.opts.max_attempts):
+                redo = self._recheck(runnable)
+                if not redo:
+                    break
+                by_path = {item.path: item for item in redo}
+                again = list(pool.map(self._transfer_guarded, redo))
+                done = [o for o in done if o.path not in by_path] + [
+                    Outcome(o.path, o.result, o.bytes, o.error, o.attempts + 1) for o in again
+                ]
+        outcomes.extend(done)
         self._sync_dirs()
         if not self.stop.is_set():
             for item in deletes:
@@ -257,11 +268,13 @@ class Executor:
                 err._vpipe_dest = True  # type: ignore[attr-defined]
                 raise
             written = 0
+            reads = 0
             with self.source.open(expected.path) as stream:
                 while True:
                     buf = stream.read(self.opts.chunk_size)
                     if not buf:
                         break
+                    reads += 1
                     if digest is not None:
                         digest.update(buf)
                     try:
@@ -287,9 +300,16 @@ class Executor:
                 raise
             if size != expected.size:
                 raise VerifyFailed(f"wrote {size} bytes, expected {expected.size}")
-            now = self.source.stat(expected.path)
-            if now.size != expected.size or now.mtime_ms != expected.mtime_ms:
-                raise SourceChanged(f"size/mtime {expected.size}/{expected.mtime_ms} -> {now.size}/{now.mtime_ms}")
+            if reads > 1 or not getattr(self.source, "snapshot_reads", False):
+                # Read in pieces: the file must not have changed in between.
+                now = self.source.stat(expected.path)
+                if now.size != expected.size or now.mtime_ms != expected.mtime_ms:
+                    raise SourceChanged(f"size/mtime {expected.size}/{expected.mtime_ms} -> {now.size}/{now.mtime_ms}")
+            else:
+                # One read of an HDFS file is a consistent snapshot of one version; the
+                # re-listing after the pass (`_recheck`) proves it was the listed version.
+                with self._lock:
+                    self._unchecked[expected.path] = expected
             if digest is not None:
                 have = _hash_file(tmp, self.opts.chunk_size)
                 if have != digest.hexdigest():
@@ -314,6 +334,25 @@ class Executor:
                 pass
             except OSError as err:
                 log.warning("could not remove temporary file %s: %s", tmp, err)
+
+    def _recheck(self, items: list[PlanItem]) -> list[PlanItem]:
+        """Files copied with one read and no stat: re-list the source once and return
+        those whose size or mtime moved since the copy (they are copied again)."""
+        with self._lock:
+            unchecked, self._unchecked = self._unchecked, {}
+        if not unchecked or self.stop.is_set():
+            return []
+        files, _ = self.source.list()
+        now = {e.path: e for e in files}
+        redo = []
+        for path, copied in sorted(unchecked.items()):
+            cur = now.get(path)
+            if cur is None:
+                continue  # deleted at the source since: the copy is of the listed version
+            if (cur.size, cur.mtime_ms) != (copied.size, copied.mtime_ms):
+                log.warning("%s: source changed during copy (re-listing); copying again", path)
+                redo.append(PlanItem(Action.COPY, path, "source changed during copy", cur.size, cur.mtime_ms))
+        return redo
 
     # ------------------------------------------------------------------ misc
 

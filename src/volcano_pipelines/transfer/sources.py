@@ -134,6 +134,8 @@ def check_reachable(addresses: list[tuple[str, int]], timeout: float = 5.0) -> N
 
 
 class LocalSource:
+    snapshot_reads = False  # local files can be edited in place
+
     def __init__(self, root: str) -> None:
         self.root = root
         self.description = f"file://{root}"
@@ -207,6 +209,9 @@ class _HdfsReader:
 
 
 class HdfsSource:
+    # HDFS files are replaced, not edited in place: one read() returns one version.
+    snapshot_reads = True
+
     def __init__(self, location: Location, auth: Auth) -> None:
         from hdfs_native import Client
 
@@ -277,6 +282,8 @@ class HdfsSource:
 
 
 class FsspecSource:
+    snapshot_reads = False
+
     def __init__(self, location: Location, auth: Auth) -> None:
         import fsspec
 
