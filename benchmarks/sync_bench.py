@@ -116,6 +116,8 @@ def main() -> int:
     ap.add_argument("--vpipe-transfers", type=int, default=0, help="0: the built-in default")
     ap.add_argument("--rclone", default=shutil.which("rclone") or str(Path(sys.executable).parent / "rclone"))
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--vpipe-cmd", choices=("module", "vpipe"), default="module",
+                    help="module: python -m volcano_pipelines.cli.sync (default); vpipe: the vpipe entry point")
     args = ap.parse_args()
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="vpipe-bench-"))
@@ -133,7 +135,12 @@ def main() -> int:
         populate(hdfs, "/bench/small", args.small_files, small_size)
 
         env = dict(os.environ)
-        vpipe = [sys.executable, "-m", "volcano_pipelines", "sync", "-q"]
+        if args.vpipe_cmd == "module":
+            vpipe = [sys.executable, "-m", "volcano_pipelines.cli.sync", "-q"]
+        else:
+            vpipe = [str(Path(sys.executable).parent / "vpipe"), "sync", "-q"]
+        start_module = min(timed([sys.executable, "-m", "volcano_pipelines.cli.sync", "--help"]) for _ in range(3))
+        start_vpipe = min(timed([str(Path(sys.executable).parent / "vpipe"), "sync", "--help"]) for _ in range(3))
         if args.vpipe_transfers:
             vpipe += ["--transfers", str(args.vpipe_transfers)]
         rclone_remote = f":hdfs,namenode='{hdfs.rpc}',username=root:"
@@ -184,6 +191,14 @@ def main() -> int:
               + ", ".join(f"{k}={v}" for k, v in GLUSTER_OPTIONS.items()))
         print(f"HDFS: MiniDFSCluster (1 NameNode, 1 DataNode) on the same machine; CPUs: {os.cpu_count()}")
         print(f"sizes: (a) {args.large_files} x {large_size >> 20} MiB, (b) {args.small_files} x {args.small_kib} KiB")
+        print(f"vpipe command: {' '.join(vpipe[:3] if args.vpipe_cmd == 'module' else vpipe[:2])} (default --transfers "
+              f"{args.vpipe_transfers or 'built-in'}); process start (--help): python -m volcano_pipelines.cli.sync "
+              f"{start_module:.2f}s, vpipe sync {start_vpipe:.2f}s")
+        try:
+            load = os.getloadavg()
+            print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+        except OSError:
+            pass
         print()
         header = f"{'case':<32} {'vpipe s':>9} {'rclone s':>9} {'(best -t)':>9} {'seq s':>8} {'vpipe MB/s':>10} {'rclone/vpipe':>12} {'seq/vpipe':>9}"
         print(header)
