@@ -68,14 +68,18 @@ def _vpipe(cluster: Any, *args: str, timeout: float = 240) -> Run:
     return _finish(_start(cluster, *args), timeout)
 
 
-def _wait_for(what: str, check: Callable[[], Any], timeout: float = 90, interval: float = 0.25) -> Any:
+def _wait_for(
+    what: str, check: Callable[[], Any], timeout: float = 90, interval: float = 0.25,
+    explain: Callable[[], str] | None = None,
+) -> Any:
     end = time.monotonic() + timeout
     while True:
         result = check()
         if result:
             return result
         if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            detail = f"\n{explain()}" if explain else ""
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
         time.sleep(interval)
 
 
@@ -128,6 +132,22 @@ class Observer:
 
     def jobs(self) -> list[dict[str, Any]]:
         return self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, "jobs")["items"]
+
+    def explain(self) -> str:
+        """What the cluster looks like, for a timeout message."""
+        lines = []
+        for job in self.jobs():
+            state = job.get("status", {}).get("state", {})
+            lines.append(f"job {job['metadata']['name']}: {state}")
+        groups = self.custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", self.namespace, "podgroups")
+        for group in groups["items"]:
+            status = group.get("status", {})
+            lines.append(f"podgroup {group['metadata']['name']}: {status.get('phase')} {status.get('conditions')}")
+        for pod in self.core.list_namespaced_pod(self.namespace).items:
+            lines.append(f"pod {pod.metadata.name}: {pod.status.phase} on {pod.spec.node_name}")
+        queue = self.custom.get_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", "default")
+        lines.append(f"queue default: {queue.get('status')}")
+        return "\n".join(lines)
 
     def pod_names(self) -> set[str]:
         return {p.metadata.name for p in self.core.list_namespaced_pod(self.namespace).items}
@@ -253,7 +273,8 @@ def test_step_survives_apiserver_restart(cluster, namespace: str) -> None:
     proc = _start(cluster, "train", "tf", "--name", name, "--namespace", namespace, "--ps", "1", "--workers", "2",
                   "--code-url", CODE_URL, *_label_args("worker", behaviour.run_for(20)))
     try:
-        _wait_for("workers Running", lambda: sum(p.status.phase == "Running" for p in seen.poll()) == 3, timeout=60)
+        _wait_for("workers Running", lambda: sum(p.status.phase == "Running" for p in seen.poll()) == 3, timeout=120,
+                  explain=seen.explain)
         plane.restart_apiserver(downtime=3)
         run = _finish(proc)
     finally:
@@ -271,7 +292,8 @@ def test_killed_step_reattaches_with_same_run_id(cluster, namespace: str) -> Non
     seen = Observer(cluster, namespace)
     first = _start(cluster, *args)
     _wait_for("job created", lambda: seen.job(name) is not None, timeout=60)
-    _wait_for("pods Running", lambda: any(p.status.phase == "Running" for p in seen.poll()), timeout=60)
+    _wait_for("pods Running", lambda: any(p.status.phase == "Running" for p in seen.poll()), timeout=120,
+              explain=seen.explain)
     first.send_signal(signal.SIGKILL)  # no chance to clean up, like a lost pipeline pod
     first.communicate(timeout=30)
     uid = seen.job(name)["metadata"]["uid"]
@@ -289,7 +311,8 @@ def test_sigterm_with_on_cancel_delete_removes_job(cluster, namespace: str) -> N
     seen = Observer(cluster, namespace)
     proc = _start(cluster, "train", "tf", "--name", name, "--namespace", namespace, "--ps", "1", "--workers", "2",
                   "--code-url", CODE_URL, "--on-cancel", "delete", *_label_args("worker", behaviour.keep_running()))
-    _wait_for("pods Running", lambda: sum(p.status.phase == "Running" for p in seen.poll()) == 3, timeout=60)
+    _wait_for("pods Running", lambda: sum(p.status.phase == "Running" for p in seen.poll()) == 3, timeout=120,
+                  explain=seen.explain)
     proc.send_signal(signal.SIGTERM)
     run = _finish(proc, timeout=60)
     assert run.returncode != 0
