@@ -69,7 +69,8 @@ def populate(hdfs: MiniHdfs, root: str, count: int, size: int, per_dir: int = 10
                 w.write(block[:n])
                 left -= n
 
-    with ThreadPoolExecutor(8) as pool:
+    # Each HDFS create waits for the NameNode to complete the block: many in flight.
+    with ThreadPoolExecutor(64) as pool:
         list(pool.map(put, range(count)))
 
 

@@ -161,7 +161,7 @@ def test_hdfs_simple_auth_user_is_passed_through(hdfs, gluster, src) -> None:  #
     put_tree(client, root, {"a.txt": b"a"})
     dst = gluster.fresh_dir("user")
     sync(url, str(dst), user="bob")
-    assert f"ugi=bob" in hdfs.audit_log() and f"src={root}/a.txt" in hdfs.audit_log()
+    assert "ugi=bob" in hdfs.audit_log() and f"src={root}/a.txt" in hdfs.audit_log()
 
 
 def test_cli_json_and_exit_codes(hdfs, gluster, src) -> None:  # type: ignore[no-untyped-def]
@@ -210,3 +210,23 @@ def test_hostile_names_are_rejected(hdfs, gluster, src, tmp_path) -> None:  # ty
     assert list(outside.iterdir()) == []
     assert not (dst / "link").is_symlink() and (dst / "link/escaped.txt").read_bytes() == b"z"
     assert read_tree(dst) == {"good.txt": b"ok", "link/escaped.txt": b"z"}
+
+
+def test_viewfs_source_through_a_mount_table(hdfs, gluster, src, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    client, root, _ = src
+    files = _files(n=3)
+    put_tree(client, root, files)
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    # hdfs-native 0.14 needs a linkFallback in the mount table to build a viewfs client.
+    (conf / "core-site.xml").write_text(
+        "<configuration>"
+        f"<property><name>fs.viewfs.mounttable.lake.link./datasets</name><value>{hdfs.url}{root}</value></property>"
+        f"<property><name>fs.viewfs.mounttable.lake.linkFallback</name><value>{hdfs.url}/</value></property>"
+        "</configuration>"
+    )
+    dst = gluster.fresh_dir("viewfs")
+
+    result = sync("viewfs://lake/datasets", str(dst), hadoop_conf_dir=str(conf))
+
+    assert result.copied == len(files) and read_tree(dst) == files

@@ -8,6 +8,7 @@ import logging
 import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -124,14 +125,17 @@ def sync(
     result = SyncResult(src=location.url, dst=root, dry_run=dry_run)
 
     source = open_source(location, auth)
+    scanner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dest-scan")
     try:
+        # Both listings are round trips (NameNode, FUSE): run them side by side.
+        scanning = scanner.submit(dest_mod.scan, root)
         try:
             files, refused = source.list()
         except SourceMissing as err:
             raise InputError("src", src, f"an existing file or directory ({err} does not exist)") from err
         except (PermissionError, ConnectionError, TimeoutError) as err:
             raise ClusterError(f"listing {location.url} failed: {err}") from err
-        listing = dest_mod.scan(root)
+        listing = scanning.result()
         plan = build_plan(
             files,
             listing.files,
@@ -149,6 +153,7 @@ def sync(
         else:
             _execute(result, plan, source, root, progress, transfers, checksum, chunk_size, shards)
     finally:
+        scanner.shutdown(wait=True)
         source.close()
         progress.finish()
     result.duration_s = round(time.monotonic() - started, 3)

@@ -8,6 +8,7 @@ import fcntl
 import os
 import stat
 import threading
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from volcano_pipelines.errors import ClusterError, WorkFailed
@@ -43,31 +44,44 @@ class DestListing:
     temps: list[str]
 
 
-def scan(root: str) -> DestListing:
-    """Regular files (size, mtime ms) under root, not following symlinks. Symlinks and
-    other non-regular entries are reported with size -1 so they never look up to date."""
+def _scan_dir(root: str, rel_dir: str) -> tuple[list[Entry], list[str], list[str]]:
     files: list[Entry] = []
     temps: list[str] = []
+    subdirs: list[str] = []
+    with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
+        for de in it:
+            rel = f"{rel_dir}/{de.name}" if rel_dir else de.name
+            if rel == RESERVED_DIR:
+                continue
+            if is_temp_name(de.name):
+                temps.append(rel)
+            elif de.is_dir(follow_symlinks=False):
+                subdirs.append(rel)
+            elif de.is_file(follow_symlinks=False):
+                s = de.stat(follow_symlinks=False)
+                files.append(Entry(rel, s.st_size, s.st_mtime_ns // 1_000_000))
+            else:
+                files.append(Entry(rel, -1, 0))
+    return files, temps, subdirs
+
+
+def scan(root: str, workers: int = 8) -> DestListing:
+    """Regular files (size, mtime ms) under root, not following symlinks. Symlinks and
+    other non-regular entries are reported with size -1 so they never look up to date.
+    Directories are read in parallel: on a FUSE mount each readdir is a round trip."""
+    listing = DestListing([], [])
     if not os.path.isdir(root):
-        return DestListing(files, temps)
-    stack = [""]
-    while stack:
-        rel_dir = stack.pop()
-        with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
-            for de in it:
-                rel = f"{rel_dir}/{de.name}" if rel_dir else de.name
-                if rel == RESERVED_DIR:
-                    continue
-                if is_temp_name(de.name):
-                    temps.append(rel)
-                elif de.is_dir(follow_symlinks=False):
-                    stack.append(rel)
-                elif de.is_file(follow_symlinks=False):
-                    s = de.stat(follow_symlinks=False)
-                    files.append(Entry(rel, s.st_size, s.st_mtime_ns // 1_000_000))
-                else:
-                    files.append(Entry(rel, -1, 0))
-    return DestListing(files, temps)
+        return listing
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scan") as pool:
+        pending = {pool.submit(_scan_dir, root, "")}
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                files, temps, subdirs = future.result()
+                listing.files.extend(files)
+                listing.temps.extend(temps)
+                pending.update(pool.submit(_scan_dir, root, d) for d in subdirs)
+    return listing
 
 
 class DirMaker:

@@ -19,6 +19,7 @@ RESERVED_DIR = ".vpipe"
 # Temporary names: ".<name>.vpipe-tmp-<token>" next to the final name.
 TEMP_MARK = ".vpipe-tmp-"
 _TEMP_RE = re.compile(r"^\..+\.vpipe-tmp-[0-9a-f]{8,32}$")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def unsafe_reason(path: str) -> str | None:
         return "absolute path"
     if "\\" in path:
         return "backslash in name"
-    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+    if _CONTROL_RE.search(path):
         return "control character in name"
     parts = path.split("/")
     for part in parts:
@@ -91,7 +92,7 @@ def unsafe_reason(path: str) -> str | None:
         return f"{RESERVED_DIR}/ is reserved for the sync engine"
     if is_temp_name(parts[-1]):
         return "looks like a sync temporary file"
-    if any(len(part.encode("utf-8", "surrogateescape")) > 255 for part in parts):
+    if any(len(part) > 63 and len(part.encode("utf-8", "surrogateescape")) > 255 for part in parts):
         return "a path component is longer than 255 bytes"
     return None
 
