@@ -39,10 +39,16 @@ class Cluster:
     kind: str  # "external" | "kind" | "local"
     plane: ControlPlane | None = None
 
-    def api_client(self) -> Any:
+    def api_client(self, impersonate: str | None = None) -> Any:
+        """A kubernetes ApiClient; ``impersonate`` (e.g.
+        ``system:serviceaccount:NS:NAME``) makes every request as that user, to prove a
+        Role is enough (RBAC is on in the local control plane)."""
         from kubernetes import config
 
-        return config.new_client_from_config(config_file=str(self.kubeconfig))
+        api = config.new_client_from_config(config_file=str(self.kubeconfig))
+        if impersonate:
+            api.set_default_header("Impersonate-User", impersonate)
+        return api
 
     def require_local(self) -> ControlPlane:
         """For tests that restart the apiserver or read its audit log."""
