@@ -169,3 +169,36 @@ def test_failure_label_fails_pod_with_exit_code(cluster, namespace: str) -> None
         return got.get("status", {}).get("state", {}).get("phase", "")
 
     _wait_for("job Aborted", lambda: phase() in ("Aborting", "Aborted"), timeout=60)
+
+
+def test_rbac_is_enforced_for_impersonated_service_account(cluster, namespace: str) -> None:
+    """RBAC is on: a ServiceAccount can list Volcano jobs only once a Role allows it."""
+    admin = cluster.api_client()
+    user = f"system:serviceaccount:{namespace}:runner"
+    as_runner = client.CustomObjectsApi(cluster.api_client(impersonate=user))
+    with pytest.raises(client.ApiException) as denied:
+        as_runner.list_namespaced_custom_object(GROUP, VERSION, namespace, "jobs")
+    assert denied.value.status == 403
+
+    rbac = client.RbacAuthorizationV1Api(admin)
+    rbac.create_namespaced_role(namespace, {
+        "metadata": {"name": "jobs-reader"},
+        "rules": [{"apiGroups": [GROUP], "resources": ["jobs"], "verbs": ["get", "list"]}],
+    })
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "runner-jobs-reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "jobs-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "runner", "namespace": namespace}],
+    })
+    _wait_for("Role in effect", lambda: _allowed(as_runner, namespace), timeout=30)
+    with pytest.raises(client.ApiException) as still_denied:  # only what the Role grants
+        as_runner.create_namespaced_custom_object(GROUP, VERSION, namespace, "jobs", _job("nope"))
+    assert still_denied.value.status == 403
+
+
+def _allowed(api: client.CustomObjectsApi, namespace: str) -> bool:
+    try:
+        api.list_namespaced_custom_object(GROUP, VERSION, namespace, "jobs")
+        return True
+    except client.ApiException:
+        return False
