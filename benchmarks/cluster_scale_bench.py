@@ -32,9 +32,9 @@ from kubernetes import client  # noqa: E402
 from tests.cluster import behaviour, build  # noqa: E402
 from tests.cluster.launcher import ControlPlane, NodeShape  # noqa: E402
 
-# The kubernetes Python client's default user agent, which `vpipe` uses. The benchmark's
-# own client uses another one, so its polling is not counted.
-STEP_USER_AGENT_PREFIX = "OpenAPI-Generator/"
+# `vpipe` identifies itself as vpipe/<version> (volcano_pipelines.k8s.client.USER_AGENT). The
+# benchmark's own client uses another agent, so its polling is not counted.
+STEP_USER_AGENT_PREFIX = "vpipe/"
 BENCH_USER_AGENT = "vpipe-scale-bench"
 VPIPE = [sys.executable, "-c", "import sys; from volcano_pipelines.cli import main; sys.exit(main())"]
 

@@ -5,6 +5,7 @@ request here is per job, never per pod, so a waiting step costs the same for 3 p
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -295,3 +296,78 @@ def watch_job(
             delay = min(delay * 2, MAX_BACKOFF_SECONDS)
         finally:
             stream.stop()
+
+
+class FailedPodWatcher:
+    """Collects the job's pods that reach phase Failed, as they fail. Volcano deletes a failed
+    pod as soon as it restarts or ends the job (and a kubelet removes it quickly), so a list
+    taken when the job status says "failed" can come too late. One watch stream, filtered
+    by the API server to failed pods, whatever the number of pods; the first few failures
+    also get their last log lines while the pod still exists."""
+
+    LOGGED_FAILURES = 3
+
+    def __init__(self, cluster: Cluster, namespace: str, job_name: str, log_lines: int) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.job_name = job_name
+        self.log_lines = log_lines
+        self._pods: dict[str, dict[str, Any]] = {}
+        self._log_tails: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"failed-pods-{job_name}", daemon=True)
+
+    def __enter__(self) -> FailedPodWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stopped.set()
+
+    def failed_pods(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._pods.values())
+
+    def log_tail(self, pod_name: str) -> str | None:
+        with self._lock:
+            return self._log_tails.get(pod_name)
+
+    def _run(self) -> None:
+        delay = 0.5
+        while not self._stopped.is_set():
+            stream = watch.Watch()
+            try:
+                for event in stream.stream(
+                    self.cluster.core.list_namespaced_pod,
+                    self.namespace,
+                    label_selector=f"{VOLCANO_JOB_NAME_LABEL}={self.job_name}",
+                    field_selector="status.phase=Failed",
+                    timeout_seconds=WATCH_WINDOW_SECONDS,
+                    _request_timeout=WATCH_WINDOW_SECONDS + 10,
+                ):
+                    if self._stopped.is_set():
+                        break
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        self._record(self.cluster.to_dict(event["object"]))
+                delay = 0.5
+            except Exception as err:  # noqa: BLE001 - a hint source: keep trying quietly
+                log.debug("failed-pod watch for %s/%s interrupted: %s", self.namespace, self.job_name, err)
+                self._stopped.wait(delay)
+                delay = min(delay * 2, MAX_BACKOFF_SECONDS)
+            finally:
+                stream.stop()
+
+    def _record(self, pod: dict[str, Any]) -> None:
+        uid = pod["metadata"]["uid"]
+        with self._lock:
+            if uid in self._pods:
+                return
+            first_ones = len(self._pods) < self.LOGGED_FAILURES
+            self._pods[uid] = pod
+        if first_ones and self.log_lines > 0:
+            name = pod["metadata"]["name"]
+            tail = pod_log_tail(self.cluster, self.namespace, name, self.log_lines)
+            if tail:
+                with self._lock:
+                    self._log_tails[name] = tail

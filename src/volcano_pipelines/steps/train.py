@@ -172,8 +172,7 @@ def _wait(
     deadline = started + options.timeout_seconds if options.timeout_seconds else None
     last_hint = 0.0
     problem: str | None = None
-    failed_seen = 0
-    failure: PodFailure | None = None
+    failures_logged = 0
     counts: dict[str, TaskCounts] = {}
 
     def window() -> int:
@@ -182,46 +181,52 @@ def _wait(
             return base
         return int(max(1, min(base, deadline - time.monotonic() + 1)))
 
-    for update in jobs.watch_job(cluster, namespace, name, window):
-        if update is not None:
-            job = update
-        status = job_status(job)
-        counts = latest_counts(counts, status.tasks)
-        if status.finished:
-            break
-        now = time.monotonic()
-        failed_now = sum(c.failed for c in status.tasks.values())
-        if failed_now > failed_seen:
-            # One pod list per observed failure (bounded by maxRetry), never per pod.
-            failure = _failure(cluster, job, options.log_lines) or failure
-            if failure is not None:
-                log.warning("job %s/%s: %s", namespace, name, failure.describe())
-        failed_seen = max(failed_seen, failed_now)
-        if status.phase == "Pending" and now - last_hint >= HINT_INTERVAL_SECONDS:
-            last_hint = now
-            group = podgroup_name(job)
-            problem = (
-                scheduling_problem(jobs.get_podgroup(cluster, namespace, group))
-                or scheduling_problem_from_events(jobs.job_events(cluster, namespace, group))
-                or problem
+    watcher = jobs.FailedPodWatcher(cluster, namespace, name, options.log_lines)
+    with watcher:
+        finished = False
+        for update in jobs.watch_job(cluster, namespace, name, window):
+            if update is not None:
+                job = update
+            status = job_status(job)
+            counts = latest_counts(counts, status.tasks)
+            failed_pods = watcher.failed_pods()
+            for pod in failed_pods[failures_logged:]:
+                reported = pod_failure([pod])
+                if reported is not None:
+                    log.warning("job %s/%s: %s", namespace, name, reported.describe())
+            failures_logged = len(failed_pods)
+            if status.finished:
+                finished = True
+                break
+            now = time.monotonic()
+            if status.phase == "Pending" and now - last_hint >= HINT_INTERVAL_SECONDS:
+                last_hint = now
+                group = podgroup_name(job)
+                problem = (
+                    scheduling_problem(jobs.get_podgroup(cluster, namespace, group))
+                    or scheduling_problem_from_events(jobs.job_events(cluster, namespace, group))
+                    or problem
+                )
+            elif status.phase != "Pending":
+                problem = None
+            if progress is not None:
+                progress(name, status, problem)
+            if deadline is not None and now >= deadline:
+                return _timed_out(cluster, job, options, problem, progress)
+        if not finished:
+            return TrainResult(
+                name=name, namespace=namespace, run_id=(meta.get("labels") or {}).get(jobs.RUN_LABEL), phase="Deleted",
+                succeeded=False, created=created, message=f"job {namespace}/{name} was deleted before it finished",
             )
-        elif status.phase != "Pending":
-            problem = None
-        if progress is not None:
-            progress(name, status, problem)
-        if deadline is not None and now >= deadline:
-            return _timed_out(cluster, job, options, problem, progress)
-    else:
-        return TrainResult(
-            name=name, namespace=namespace, run_id=(meta.get("labels") or {}).get(jobs.RUN_LABEL), phase="Deleted",
-            succeeded=False, created=created, message=f"job {namespace}/{name} was deleted before it finished",
-        )
-    status = job_status(job)
-    # One pod list at the end, whatever the size: what remains, and who failed.
-    pods = jobs.job_pods(cluster, namespace, name)
+        # One pod list at the end, whatever the size: what remains, and who failed.
+        pods = jobs.job_pods(cluster, namespace, name)
+        failure = None
+        if status.phase in FAILED_PHASES:
+            failure = pod_failure(watcher.failed_pods() + pods)
+            if failure is not None:
+                tail = watcher.log_tail(failure.pod) or jobs.pod_log_tail(cluster, namespace, failure.pod, options.log_lines)
+                failure = replace(failure, log_tail=tail)
     counts = final_counts(counts, counts_from_pods(pods))
-    if status.phase in FAILED_PHASES:
-        failure = _failure(cluster, job, options.log_lines, pods) or failure
     if progress is not None:
         progress(name, replace(status, tasks=counts), None)
     return _result(job, created=created, failure=failure, counts=counts)
@@ -255,11 +260,9 @@ def _timed_out(
     return result
 
 
-def _failure(
-    cluster: Cluster, job: dict[str, Any], log_lines: int, pods: list[dict[str, Any]] | None = None
-) -> PodFailure | None:
+def _failure(cluster: Cluster, job: dict[str, Any], log_lines: int) -> PodFailure | None:
     meta = job["metadata"]
-    failure = pod_failure(pods if pods is not None else jobs.job_pods(cluster, meta["namespace"], meta["name"]))
+    failure = pod_failure(jobs.job_pods(cluster, meta["namespace"], meta["name"]))
     if failure is not None and log_lines > 0:
         failure = replace(failure, log_tail=jobs.pod_log_tail(cluster, meta["namespace"], failure.pod, log_lines))
     return failure
