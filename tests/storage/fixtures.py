@@ -4,6 +4,7 @@ reason only when the system cannot be had on this machine at all."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ def hdfs() -> Iterator[MiniHdfs]:
         yield cluster
     finally:
         cluster.stop()
+        shutil.rmtree(cluster.base, ignore_errors=True)
 
 
 class GlusterVolumes:
@@ -57,3 +59,4 @@ def gluster() -> Iterator[GlusterVolumes]:
         yield GlusterVolumes(main, small)
     finally:
         harness.stop()
+        shutil.rmtree(work, ignore_errors=True)
