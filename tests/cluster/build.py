@@ -79,6 +79,8 @@ TARGETS: tuple[Target, ...] = (
         {
             "vc-controller-manager": "volcano.sh/volcano/cmd/controller-manager",
             "vc-scheduler": "volcano.sh/volcano/cmd/scheduler",
+            # Volcano's job admission webhooks run in process (tests/integration/test_job_admission.py).
+            "vc-webhook-check": "./webhookcheck",
         },
         f"-X volcano.sh/volcano/pkg/version.Version={VOLCANO_VERSION}",
     ),
@@ -120,10 +122,10 @@ def pin_hash() -> str:
     """Hash of everything that decides what the binaries are."""
     digest = hashlib.sha256()
     for target in TARGETS:
-        for name in ("go.mod", "go.sum", "main.go"):
-            path = GO_DIR / target.module_dir / name
+        module = GO_DIR / target.module_dir
+        for path in sorted([module / "go.mod", module / "go.sum", *module.rglob("*.go")]):
             if path.exists():
-                digest.update(f"{target.module_dir}/{name}\0".encode())
+                digest.update(f"{path.relative_to(GO_DIR)}\0".encode())
                 digest.update(path.read_bytes())
         digest.update(json.dumps([target.packages, target.ldflags]).encode())
     digest.update(COMMON_LDFLAGS.encode())

@@ -1,9 +1,13 @@
-"""Rendered jobs against the real API server: Volcano's CRD schema must accept every shape
-the builders produce (server-side dry run: validated, defaulted, not stored)."""
+"""Rendered jobs against the real thing: Volcano's CRD schema on the real API server
+(server-side dry run), Volcano's own admission webhook code, the queue rule, and the watch's
+410 recovery."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,7 +59,6 @@ def test_crd_schema_accepts_rendered_job(cluster: Any, namespace: str, shape: st
 
 
 def test_missing_queue_is_bad_input_and_creates_nothing(cluster: Any, namespace: str) -> None:
-    import subprocess
     import sys
 
     proc = subprocess.run(
@@ -85,3 +88,58 @@ def test_watch_resumes_after_410_gone(cluster: Any, namespace: str, caplog: pyte
     assert int(first["metadata"]["resourceVersion"]) >= int(created["metadata"]["resourceVersion"])
     updates.close()
     assert "410 Gone" in caplog.text  # the expired path was really taken
+
+
+@pytest.fixture(scope="module")
+def webhook_check() -> Path:
+    """Volcano's own job admission webhooks (mutating + validating), built from the pinned
+    Volcano module and run in process by tests/cluster/go/volcano/webhookcheck."""
+    from tests.cluster import build
+
+    if not build.go_available():
+        pytest.skip("needs Go to build Volcano's webhook code (tests/cluster)")
+    return build.build() / "vc-webhook-check"
+
+
+def admit(webhook_check: Path, jobs: list[dict[str, Any]], queues: tuple[str, ...] = ("default",)) -> list[dict[str, Any]]:
+    proc = subprocess.run([str(webhook_check), *queues], input="".join(json.dumps(j) + "\n" for j in jobs),
+                          capture_output=True, text=True, timeout=120, check=True)
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def patched(obj: Any, patch: list[dict[str, Any]] | None) -> Any:
+    """Apply the webhook's JSON patch (it only emits add / replace)."""
+    result = json.loads(json.dumps(obj))
+    for op in patch or []:
+        assert op["op"] in ("add", "replace"), op
+        *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+        target = result
+        for key in parents:
+            target = target[int(key)] if isinstance(target, list) else target[key]
+        if isinstance(target, list):
+            target[int(last)] = op["value"]
+        else:
+            target[last] = op["value"]
+    return result
+
+
+@pytest.mark.parametrize("shape", sorted(shapes()))
+def test_volcano_webhook_admits_and_has_nothing_to_default(webhook_check: Path, shape: str) -> None:
+    """Clusters without Volcano's webhook get the same job: it would change nothing."""
+    job = shapes()[shape]
+    (verdict,) = admit(webhook_check, [job])
+    assert verdict["allowed"], verdict["message"]
+    assert patched(job, verdict["patch"]) == job
+
+
+def test_volcano_webhook_rejects_what_validation_rejects(webhook_check: Path) -> None:
+    """The checker really applies Volcano's rules: the jobs our validation refuses, hand-made
+    past it, are refused by the webhook too."""
+    too_many = shapes()["tf-quickstart"]
+    too_many["spec"]["tasks"][1]["minAvailable"] = 99
+    bad_policy = shapes()["tf-quickstart"]
+    bad_policy["spec"]["policies"].append({"event": "NoSuchEvent", "action": "RestartJob"})
+    verdicts = admit(webhook_check, [too_many, bad_policy, shapes()["tf-quickstart"]], queues=("other",))
+    assert not verdicts[0]["allowed"] and "'minAvailable' is greater than 'replicas'" in verdicts[0]["message"]
+    assert not verdicts[1]["allowed"] and "NoSuchEvent" in verdicts[1]["message"]
+    assert not verdicts[2]["allowed"] and "queue" in verdicts[2]["message"]  # only queue "other" exists
