@@ -30,6 +30,21 @@ def hdfs() -> Iterator[MiniHdfs]:
         shutil.rmtree(cluster.base, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def hdfs_ha() -> Iterator[MiniHdfs]:
+    """An HA MiniDFSCluster: name service "ns1" (nn1 active, nn2 standby), client
+    configuration in .conf_dir (core-site.xml + hdfs-site.xml), .failover()."""
+    try:
+        cluster = start_hdfs(ha=True)
+    except Unavailable as err:
+        pytest.skip(str(err))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster.base, ignore_errors=True)
+
+
 class GlusterVolumes:
     def __init__(self, main: GlusterVolume, small: GlusterVolume) -> None:
         self.volume = main

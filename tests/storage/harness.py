@@ -74,6 +74,7 @@ class MiniHdfs:
     base: Path
     rpc_port: int
     http_port: int
+    ha_ports: tuple[int, int] | None = None  # (rpc, http) of nn2: an HA name service "ns1"
     proc: subprocess.Popen[str] | None = None
     conf_dir: Path = field(init=False)
     _lines: list[str] = field(default_factory=list)
@@ -88,7 +89,7 @@ class MiniHdfs:
 
     @property
     def url(self) -> str:
-        return f"hdfs://{self.rpc}"
+        return "hdfs://ns1" if self.ha_ports else f"hdfs://{self.rpc}"
 
     @property
     def webhdfs_url(self) -> str:
@@ -120,6 +121,7 @@ class MiniHdfs:
                 str(self.rpc_port),
                 str(self.http_port),
                 str(self.core_site),
+                *(["ha", str(self.ha_ports[0]), str(self.ha_ports[1])] if self.ha_ports else []),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -162,6 +164,10 @@ class MiniHdfs:
         self.proc.stdin.flush()
         self._wait_for(lambda l: l == f"OK {cmd}", timeout, cmd, since)
 
+    def failover(self) -> None:
+        """HA only: nn1 becomes standby, nn2 active."""
+        self._command("failover")
+
     def stop_namenode(self) -> None:
         self._command("stop-nn")
 
@@ -174,7 +180,7 @@ class MiniHdfs:
     def client(self):  # type: ignore[no-untyped-def]
         from hdfs_native import Client
 
-        return Client(self.url)
+        return Client(self.url, config_dir=str(self.conf_dir)) if self.ha_ports else Client(self.url)
 
     def stop(self) -> None:
         if not self.proc:
@@ -189,9 +195,10 @@ class MiniHdfs:
         self.proc = None
 
 
-def start_hdfs(base: Path | None = None) -> MiniHdfs:
+def start_hdfs(base: Path | None = None, *, ha: bool = False) -> MiniHdfs:
     base = base or Path(tempfile.mkdtemp(prefix="vpipe-hdfs-"))
-    cluster = MiniHdfs(base=base, rpc_port=free_port(), http_port=free_port())
+    ha_ports = (free_port(), free_port()) if ha else None
+    cluster = MiniHdfs(base=base, rpc_port=free_port(), http_port=free_port(), ha_ports=ha_ports)
     cluster.start()
     return cluster
 

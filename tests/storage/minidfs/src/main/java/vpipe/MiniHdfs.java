@@ -9,22 +9,29 @@ import java.nio.charset.StandardCharsets;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.hdfs.MiniDFSNNTopology;
 
 /**
  * Test-only: a real single-process HDFS (one NameNode, one DataNode) on fixed ports.
  *
- * Usage: MiniHdfs BASE_DIR NN_RPC_PORT NN_HTTP_PORT CORE_SITE_OUT
+ * Usage: MiniHdfs BASE_DIR NN_RPC_PORT NN_HTTP_PORT CORE_SITE_OUT [ha NN2_RPC_PORT NN2_HTTP_PORT]
+ *
+ * With "ha": an HA name service "ns1" with NameNodes nn1 and nn2 (nn1 active); the client
+ * configuration (core-site.xml with fs.defaultFS=hdfs://ns1 and hdfs-site.xml with the
+ * name service) is written next to CORE_SITE_OUT.
  *
  * Prints "READY hdfs://127.0.0.1:PORT http://127.0.0.1:HTTP" once up. Then reads commands
  * from stdin, one per line, answering each with "OK <command>":
  *   stop-nn            shut the NameNode down (clients see connection refused)
  *   start-nn           start it again on the same ports, with the same metadata
+ *   failover           (ha) make nn1 standby and nn2 active
  * Stops the whole cluster on stdin EOF.
  */
 public final class MiniHdfs {
   public static void main(String[] args) throws Exception {
-    if (args.length != 4) {
-      System.err.println("usage: MiniHdfs BASE_DIR NN_RPC_PORT NN_HTTP_PORT CORE_SITE_OUT");
+    boolean ha = args.length == 7 && args[4].equals("ha");
+    if (args.length != 4 && !ha) {
+      System.err.println("usage: MiniHdfs BASE_DIR NN_RPC_PORT NN_HTTP_PORT CORE_SITE_OUT [ha NN2_RPC_PORT NN2_HTTP_PORT]");
       System.exit(2);
     }
     File base = new File(args[0]);
@@ -43,21 +50,40 @@ public final class MiniHdfs {
     // Fail fast when the NameNode is down so client retries are visible to the tests.
     conf.setInt("ipc.client.connect.max.retries", 2);
 
-    MiniDFSCluster cluster = new MiniDFSCluster.Builder(conf)
-        .numDataNodes(1)
-        .nameNodePort(rpcPort)
-        .nameNodeHttpPort(httpPort)
-        .format(true)
-        .build();
+    MiniDFSCluster.Builder builder = new MiniDFSCluster.Builder(conf).numDataNodes(1).format(true);
+    if (ha) {
+      builder.nnTopology(new MiniDFSNNTopology().addNameservice(new MiniDFSNNTopology.NSConf("ns1")
+          .addNN(new MiniDFSNNTopology.NNConf("nn1").setIpcPort(rpcPort).setHttpPort(httpPort))
+          .addNN(new MiniDFSNNTopology.NNConf("nn2").setIpcPort(Integer.parseInt(args[5]))
+              .setHttpPort(Integer.parseInt(args[6])))));
+    } else {
+      builder.nameNodePort(rpcPort).nameNodeHttpPort(httpPort);
+    }
+    MiniDFSCluster cluster = builder.build();
+    if (ha) {
+      cluster.transitionToActive(0);
+    }
     cluster.waitActive();
 
-    String fsUri = "hdfs://127.0.0.1:" + rpcPort;
+    String fsUri = ha ? "hdfs://ns1" : "hdfs://127.0.0.1:" + rpcPort;
     Configuration out = new Configuration(false);
     out.set("fs.defaultFS", fsUri);
     out.set("dfs.webhdfs.enabled", "true");
     out.set("dfs.checksum.combine.mode", "COMPOSITE_CRC");
     try (OutputStream os = new FileOutputStream(coreSite)) {
       out.writeXml(os);
+    }
+    if (ha) {
+      Configuration hdfsSite = new Configuration(false);
+      hdfsSite.set("dfs.nameservices", "ns1");
+      hdfsSite.set("dfs.ha.namenodes.ns1", "nn1,nn2");
+      hdfsSite.set("dfs.namenode.rpc-address.ns1.nn1", "127.0.0.1:" + rpcPort);
+      hdfsSite.set("dfs.namenode.rpc-address.ns1.nn2", "127.0.0.1:" + args[5]);
+      hdfsSite.set("dfs.client.failover.proxy.provider.ns1",
+          "org.apache.hadoop.hdfs.server.namenode.ha.ConfiguredFailoverProxyProvider");
+      try (OutputStream os = new FileOutputStream(new File(coreSite.getParentFile(), "hdfs-site.xml"))) {
+        hdfsSite.writeXml(os);
+      }
     }
     System.out.println("READY " + fsUri + " http://127.0.0.1:" + httpPort);
     System.out.flush();
@@ -71,6 +97,9 @@ public final class MiniHdfs {
           cluster.shutdownNameNode(0);
         } else if (cmd.equals("start-nn")) {
           cluster.restartNameNode(0, true);
+        } else if (cmd.equals("failover") && ha) {
+          cluster.transitionToStandby(0);
+          cluster.transitionToActive(1);
         } else if (cmd.isEmpty()) {
           continue;
         } else {
