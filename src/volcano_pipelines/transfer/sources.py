@@ -71,6 +71,10 @@ TRANSIENT_REMOTE = (
     "EOFException",
     "SocketTimeoutException",
     "BlockMissingException",
+    # hdfs-native's own read errors: every replica failed (e.g. the file was replaced
+    # while being read and its old blocks deleted) or a checksum did not match.
+    "DataTransferError",
+    "ChecksumError",
 )
 
 

@@ -98,4 +98,5 @@ def test_transient_classification_of_namenode_errors() -> None:
     safe_mode = RuntimeError('RPCError("org.apache.hadoop.hdfs.server.namenode.SafeModeException", "Name node is in safe mode.\\n\\tat x")')
     assert is_transient(safe_mode)
     assert not is_transient(RuntimeError('RPCError("org.apache.hadoop.security.AccessControlException", "no")'))
+    assert is_transient(RuntimeError('DataTransferError("All DataNodes failed: [...]")'))
     assert "\n" not in short_error(safe_mode) and "\\tat" not in short_error(safe_mode)
