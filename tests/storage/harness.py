@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -257,11 +258,30 @@ class Gluster:
             _run("glusterd")  # daemonizes; remember its pid to stop exactly that process
             found = _run("pgrep", "-x", "glusterd", check=False).stdout.split()
             self.glusterd_pid = int(found[0]) if found else None
+        self._wait_for_glusterd()
+        self._reap_stale()
+
+    def _wait_for_glusterd(self) -> None:
         deadline = time.monotonic() + 60
         while _run("gluster", "--mode=script", "volume", "list", check=False).returncode != 0:
             if time.monotonic() > deadline:
                 raise RuntimeError("glusterd did not answer within 60s")
             time.sleep(0.5)
+
+    def _volumes(self) -> list[str]:
+        out = _run("gluster", "--mode=script", "volume", "list", check=False).stdout
+        return [v for v in out.split() if v and "No" not in out]
+
+    def _reap_stale(self) -> None:
+        """Volumes of an earlier test session that died (their brick directory is gone)."""
+        for name in self._volumes():
+            if not re.fullmatch(r"vp[ts][0-9a-f]{6}", name):
+                continue
+            info = _run("gluster", "--mode=script", "volume", "info", name, check=False).stdout
+            bricks = re.findall(r"^Brick\d+: [^:]+:(/\S+)$", info, re.M)
+            if bricks and not any(os.path.exists(b) for b in bricks):
+                _run("gluster", "--mode=script", "volume", "stop", name, "force", check=False)
+                _run("gluster", "--mode=script", "volume", "delete", name, check=False)
 
     def create_volume(
         self, name: str, *, size_mib: int | None = None, options: dict[str, str] | None = None
@@ -303,9 +323,17 @@ class Gluster:
         return vol
 
     def stop(self) -> None:
+        if self.volumes and _run("gluster", "--mode=script", "volume", "list", check=False).returncode != 0:
+            # Another session stopped the glusterd we shared: start one to clean up.
+            _run("glusterd", check=False)
+            found = _run("pgrep", "-x", "glusterd", check=False).stdout.split()
+            self.glusterd_pid = int(found[0]) if found else None
+            self._wait_for_glusterd()
         for vol in reversed(self.volumes):
             vol.teardown()
         self.volumes.clear()
+        if self._volumes():
+            return  # volumes of another session still use this glusterd
         if self.glusterd_pid is not None:
             try:
                 os.kill(self.glusterd_pid, 15)  # the daemon this harness started, by pid
