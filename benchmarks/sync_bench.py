@@ -193,7 +193,7 @@ def main() -> int:
         results["c"] = row_c
 
         print()
-        print(f"GlusterFS: single brick on local disk, volume options: "
+        print("GlusterFS: single brick on local disk, volume options: "
               + ", ".join(f"{k}={v}" for k, v in GLUSTER_OPTIONS.items()))
         print(f"HDFS: MiniDFSCluster (1 NameNode, 1 DataNode) on the same machine; CPUs: {os.cpu_count()}")
         print(f"sizes: (a) {args.large_files} x {large_size >> 20} MiB, (b) {args.small_files} x {args.small_kib} KiB; "

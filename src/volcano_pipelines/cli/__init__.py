@@ -12,8 +12,14 @@ from collections.abc import Sequence
 from volcano_pipelines import __version__
 from volcano_pipelines.errors import EXIT_BAD_INPUT, EXIT_OK, VpipeError
 
-# Each module registers its own subcommands; add a module here to add a command.
-COMMAND_MODULES: tuple[str, ...] = ("volcano_pipelines.cli.train", "volcano_pipelines.cli.sync")
+# Which module registers each top-level command. Only the module of the command being run
+# is imported, so `vpipe sync` in a pod does not pay for the Kubernetes client.
+COMMANDS: dict[str, str] = {
+    "render": "volcano_pipelines.cli.train",
+    "train": "volcano_pipelines.cli.train",
+    "status": "volcano_pipelines.cli.train",
+    "sync": "volcano_pipelines.cli.sync",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -22,17 +28,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"vpipe: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser for one command (its module only), or for all of them (help, errors)."""
     parser = _Parser(prog="vpipe", description="Volcano training pipeline steps")
     parser.add_argument("--version", action="version", version=f"vpipe {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in COMMAND_MODULES:
+    modules = [COMMANDS[command]] if command in COMMANDS else COMMANDS.values()
+    for name in dict.fromkeys(modules):
         importlib.import_module(name).register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:
         return int(args.handler(args))
     except VpipeError as err:

@@ -147,20 +147,10 @@ def _print_result(result: object, args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m volcano_pipelines.cli.sync SRC DST ...`: the same command as `vpipe sync`
-    without loading the other subcommands (Kubernetes client): starts faster in a pod."""
-    from volcano_pipelines.cli import _Parser
+    """`python -m volcano_pipelines.cli.sync SRC DST ...` is `vpipe sync SRC DST ...`."""
+    from volcano_pipelines.cli import main as vpipe
 
-    parser = _Parser(prog="vpipe")
-    register(parser.add_subparsers(dest="command", required=True, parser_class=_Parser))
-    args = parser.parse_args(["sync", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.handler(args))
-    except VpipeError as err:
-        print(f"vpipe: error: {err}", file=sys.stderr)
-        return err.exit_code
-    except KeyboardInterrupt:
-        return 130
+    return vpipe(["sync", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import random
 import socket
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, TypeVar
 
