@@ -129,34 +129,39 @@ def delete_job(cluster: Cluster, namespace: str, name: str) -> None:
         raise
 
 
-def abort_job(cluster: Cluster, job: dict[str, Any]) -> str:
-    """Ask Volcano's job controller to abort (pods deleted, job kept as Aborted for the
-    record) through a bus Command; delete the job where Commands are not available.
-    Returns what was done: 'aborted' or 'deleted'."""
+def send_command(cluster: Cluster, job: dict[str, Any], action: str, reason: str) -> None:
+    """Ask Volcano's job controller to act on the job through a bus Command (the controller
+    consumes and deletes it)."""
     meta = job["metadata"]
+    target = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Job", "name": meta["name"], "uid": meta["uid"]}
     command = {
         "apiVersion": f"{BUS_GROUP}/{BUS_VERSION}",
         "kind": "Command",
         "metadata": {
-            "generateName": f"{meta['name'][:40]}-abort-",
+            "generateName": f"{meta['name'][:40]}-{action.lower()}-",
             "namespace": meta["namespace"],
-            "ownerReferences": [
-                {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Job", "name": meta["name"], "uid": meta["uid"]}
-            ],
+            "ownerReferences": [target],
         },
-        "action": "AbortJob",
-        "target": {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Job", "name": meta["name"], "uid": meta["uid"]},
-        "reason": "StepTimeout",
-        "message": "aborted by volcano-pipelines",
+        "action": action,
+        "target": target,
+        "reason": reason,
+        "message": "sent by volcano-pipelines",
     }
+    retrying(
+        f"send {action} to job {meta['namespace']}/{meta['name']}",
+        cluster,
+        lambda: cluster.custom.create_namespaced_custom_object(BUS_GROUP, BUS_VERSION, meta["namespace"], "commands", command),
+    )
+
+
+def abort_job(cluster: Cluster, job: dict[str, Any]) -> str:
+    """Abort (pods deleted, job kept as Aborted for the record); delete the job where
+    Commands are not available. Returns what was done: 'aborted' or 'deleted'."""
     try:
-        retrying(
-            f"abort job {meta['namespace']}/{meta['name']}",
-            cluster,
-            lambda: cluster.custom.create_namespaced_custom_object(BUS_GROUP, BUS_VERSION, meta["namespace"], "commands", command),
-        )
+        send_command(cluster, job, "AbortJob", "StepTimeout")
         return "aborted"
     except ClusterError as err:
+        meta = job["metadata"]
         log.warning("cannot abort through a Volcano Command (%s); deleting the job instead", err)
         delete_job(cluster, meta["namespace"], meta["name"])
         return "deleted"

@@ -31,6 +31,7 @@ from volcano_pipelines.volcano.status import (
     latest_counts,
     pod_failure,
     podgroup_name,
+    podgroup_phase,
     scheduling_problem,
     scheduling_problem_from_events,
 )
@@ -44,6 +45,10 @@ ON_CANCEL_CHOICES = ("delete", "abort", "keep")
 HINT_INTERVAL_SECONDS = 5
 # After an abort, how long to wait for Volcano to report the job Aborted.
 ABORT_WAIT_SECONDS = 60
+# A job still Pending this long after the scheduler admitted its PodGroup (Inqueue) has been
+# missed by Volcano's job controller (seen after an API server restart: an informer re-list
+# swallowed the phase change). A SyncJob Command makes the controller look again.
+STUCK_INQUEUE_SECONDS = 30
 RUN_ID_ENV = "VPIPE_RUN_ID"
 
 ProgressCallback = Callable[[str, JobStatus, "str | None"], None]
@@ -174,6 +179,8 @@ def _wait(
     problem: str | None = None
     failures_logged = 0
     counts: dict[str, TaskCounts] = {}
+    inqueue_since: float | None = None
+    last_nudge = 0.0
 
     def window() -> int:
         base = HINT_INTERVAL_SECONDS if problem is not None or job_status(job).phase in ("Pending", "Inqueue") else jobs.WATCH_WINDOW_SECONDS
@@ -201,12 +208,22 @@ def _wait(
             now = time.monotonic()
             if status.phase == "Pending" and now - last_hint >= HINT_INTERVAL_SECONDS:
                 last_hint = now
-                group = podgroup_name(job)
+                group_name = podgroup_name(job)
+                group = jobs.get_podgroup(cluster, namespace, group_name)
                 problem = (
-                    scheduling_problem(jobs.get_podgroup(cluster, namespace, group))
-                    or scheduling_problem_from_events(jobs.job_events(cluster, namespace, group))
+                    scheduling_problem(group)
+                    or scheduling_problem_from_events(jobs.job_events(cluster, namespace, group_name))
                     or problem
                 )
+                if podgroup_phase(group) == "Inqueue":
+                    inqueue_since = inqueue_since or now
+                    if now - inqueue_since >= STUCK_INQUEUE_SECONDS and now - last_nudge >= STUCK_INQUEUE_SECONDS:
+                        log.warning("job %s/%s: still Pending %.0fs after its PodGroup was admitted; asking Volcano's "
+                                    "job controller to sync it", namespace, name, now - inqueue_since)
+                        jobs.send_command(cluster, job, "SyncJob", "PendingAfterInqueue")
+                        last_nudge = now
+                else:
+                    inqueue_since = None
             elif status.phase != "Pending":
                 problem = None
             if progress is not None:

@@ -147,6 +147,11 @@ def podgroup_name(job: Mapping[str, Any]) -> str:
     return f"{meta['name']}-{meta['uid']}"
 
 
+def podgroup_phase(podgroup: Mapping[str, Any] | None) -> str | None:
+    """Pending (waiting for resources), Inqueue (admitted, pods may be created), Running..."""
+    return ((podgroup or {}).get("status") or {}).get("phase")
+
+
 def scheduling_problem(podgroup: Mapping[str, Any] | None) -> str | None:
     """The scheduler's latest reason a gang cannot start, from the PodGroup's conditions."""
     if not podgroup:
