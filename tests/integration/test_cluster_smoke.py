@@ -8,13 +8,13 @@ that Volcano's CompleteJob policy finishes the job (parameter server deleted).
 
 from __future__ import annotations
 
-import time
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from kubernetes import client
 
 from tests.cluster import behaviour
+from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -62,17 +62,6 @@ def _job(name: str, worker_labels: dict[str, str] | None = None) -> dict[str, An
     }
 
 
-def _wait_for(what: str, check: Callable[[], Any], timeout: float = 90, interval: float = 0.25) -> Any:
-    end = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
-
-
 def test_volcano_job_ps_worker_completes(cluster, namespace: str) -> None:
     api = cluster.api_client()
     custom = client.CustomObjectsApi(api)
@@ -87,7 +76,7 @@ def test_volcano_job_ps_worker_completes(cluster, namespace: str) -> None:
                  if any(ref["name"] == name for ref in g["metadata"].get("ownerReferences", []))]
         return owned[0] if owned else None
 
-    group = _wait_for("PodGroup", podgroup, timeout=30)
+    group = wait_for("PodGroup", podgroup, timeout=30)
     assert group["spec"]["minMember"] == 3
 
     # Watch pod phases until the job ends; kwok runs workers for ~3 s, so polling sees them.
@@ -111,7 +100,7 @@ def test_volcano_job_ps_worker_completes(cluster, namespace: str) -> None:
             services[svc.metadata.name] = svc
         return job_phase() == "Completed"
 
-    _wait_for("job Completed", finished, timeout=120)
+    wait_for("job Completed", finished, timeout=120)
 
     ps_pod, workers = f"{name}-ps-0", [f"{name}-worker-0", f"{name}-worker-1"]
     assert set(seen) == {ps_pod, *workers}
@@ -132,7 +121,7 @@ def test_volcano_job_ps_worker_completes(cluster, namespace: str) -> None:
     assert "Succeeded" not in seen[ps_pod]  # parameter servers never finish on their own
 
     # CompleteJob deleted the parameter server (kwok removes deleted pods).
-    _wait_for("PS pod deleted", lambda: ps_pod not in {p.metadata.name for p in core.list_namespaced_pod(namespace).items}, timeout=30)
+    wait_for("PS pod deleted", lambda: ps_pod not in {p.metadata.name for p in core.list_namespaced_pod(namespace).items}, timeout=30)
 
     hosts = config_maps[f"{name}-svc"]
     assert hosts["ps.host"].split() == [f"{ps_pod}.{name}"]
@@ -158,7 +147,7 @@ def test_failure_label_fails_pod_with_exit_code(cluster, namespace: str) -> None
                 return pod
         return None
 
-    pod = _wait_for("a failed worker pod", failed_pod, timeout=90)
+    pod = wait_for("a failed worker pod", failed_pod, timeout=90)
     assert pod.metadata.labels[behaviour.TASK_SPEC_LABEL] == "worker"
     terminated = pod.status.container_statuses[0].state.terminated
     assert terminated.exit_code == 7
@@ -168,7 +157,7 @@ def test_failure_label_fails_pod_with_exit_code(cluster, namespace: str) -> None
         got = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "jobs", name)
         return got.get("status", {}).get("state", {}).get("phase", "")
 
-    _wait_for("job Aborted", lambda: phase() in ("Aborting", "Aborted"), timeout=60)
+    wait_for("job Aborted", lambda: phase() in ("Aborting", "Aborted"), timeout=60)
 
 
 def test_rbac_is_enforced_for_impersonated_service_account(cluster, namespace: str) -> None:
@@ -190,7 +179,7 @@ def test_rbac_is_enforced_for_impersonated_service_account(cluster, namespace: s
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "jobs-reader"},
         "subjects": [{"kind": "ServiceAccount", "name": "runner", "namespace": namespace}],
     })
-    _wait_for("Role in effect", lambda: _allowed(as_runner, namespace), timeout=30)
+    wait_for("Role in effect", lambda: _allowed(as_runner, namespace), timeout=30)
     with pytest.raises(client.ApiException) as still_denied:  # only what the Role grants
         as_runner.create_namespaced_custom_object(GROUP, VERSION, namespace, "jobs", _job("nope"))
     assert still_denied.value.status == 403

@@ -15,12 +15,13 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from kubernetes import client
 
 from tests.cluster import behaviour
+from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -66,21 +67,6 @@ def _finish(proc: subprocess.Popen, timeout: float = 240) -> Run:
 
 def _vpipe(cluster: Any, *args: str, timeout: float = 240) -> Run:
     return _finish(_start(cluster, *args), timeout)
-
-
-def _wait_for(
-    what: str, check: Callable[[], Any], timeout: float = 90, interval: float = 0.25,
-    explain: Callable[[], str] | None = None,
-) -> Any:
-    end = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > end:
-            detail = f"\n{explain()}" if explain else ""
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
-        time.sleep(interval)
 
 
 class Observer:
@@ -193,7 +179,7 @@ def test_tf_ps_workers_complete(cluster, namespace: str) -> None:
         assert [h.rsplit(":", 1)[0] for h in cluster_spec["worker"]] == hosts["worker.host"].split()
 
     # CompleteJob deleted the parameter server; the job record says Completed.
-    _wait_for("PS pod gone", lambda: ps not in seen.pod_names(), timeout=30)
+    wait_for("PS pod gone", lambda: ps not in seen.pod_names(), timeout=30)
     job = seen.job(name)
     assert job is not None and job["status"]["state"]["phase"] == "Completed"
     # Volcano drops taskStatusCount from a finished job's status, so the step must report
@@ -218,7 +204,7 @@ def test_gang_that_cannot_fit_times_out_and_aborts(cluster, namespace: str) -> N
     assert any(word in run.stderr for word in reason_words), run.stderr
     job = seen.job(name)
     assert job is not None
-    assert _wait_for("job Aborted", lambda: (seen.job(name) or {}).get("status", {}).get("state", {}).get("phase") == "Aborted", timeout=60)
+    assert wait_for("job Aborted", lambda: (seen.job(name) or {}).get("status", {}).get("state", {}).get("phase") == "Aborted", timeout=60)
 
 
 def test_mpi_master_completes(cluster, namespace: str) -> None:
@@ -240,7 +226,7 @@ def test_mpi_master_completes(cluster, namespace: str) -> None:
     for i in range(2):
         worker = f"{name}-mpiworker-{i}"
         assert "Running" in seen.phases[worker] and "Succeeded" not in seen.phases[worker]
-    _wait_for("MPI workers gone", lambda: not {f"{name}-mpiworker-0", f"{name}-mpiworker-1"} & seen.pod_names(), timeout=30)
+    wait_for("MPI workers gone", lambda: not {f"{name}-mpiworker-0", f"{name}-mpiworker-1"} & seen.pod_names(), timeout=30)
 
 
 def test_failing_worker_retries_then_fails(cluster, namespace: str) -> None:
@@ -273,7 +259,7 @@ def test_step_survives_apiserver_restart(cluster, namespace: str) -> None:
     proc = _start(cluster, "train", "tf", "--name", name, "--namespace", namespace, "--ps", "1", "--workers", "2",
                   "--code-url", CODE_URL, *_label_args("worker", behaviour.run_for(20)))
     try:
-        _wait_for("workers Running", lambda: sum(p.status.phase == "Running" for p in seen.poll()) == 3, timeout=120,
+        wait_for("workers Running", lambda: sum(p.status.phase == "Running" for p in seen.poll()) == 3, timeout=120,
                   explain=seen.explain)
         plane.restart_apiserver(downtime=3)
         run = _finish(proc)
@@ -291,8 +277,8 @@ def test_killed_step_reattaches_with_same_run_id(cluster, namespace: str) -> Non
             "--code-url", CODE_URL, "--run-id", run_id, *_label_args("worker", behaviour.run_for(15))]
     seen = Observer(cluster, namespace)
     first = _start(cluster, *args)
-    _wait_for("job created", lambda: seen.job(name) is not None, timeout=60)
-    _wait_for("pods Running", lambda: any(p.status.phase == "Running" for p in seen.poll()), timeout=120,
+    wait_for("job created", lambda: seen.job(name) is not None, timeout=60)
+    wait_for("pods Running", lambda: any(p.status.phase == "Running" for p in seen.poll()), timeout=120,
               explain=seen.explain)
     first.send_signal(signal.SIGKILL)  # no chance to clean up, like a lost pipeline pod
     first.communicate(timeout=30)
@@ -311,11 +297,11 @@ def test_sigterm_with_on_cancel_delete_removes_job(cluster, namespace: str) -> N
     seen = Observer(cluster, namespace)
     proc = _start(cluster, "train", "tf", "--name", name, "--namespace", namespace, "--ps", "1", "--workers", "2",
                   "--code-url", CODE_URL, "--on-cancel", "delete", *_label_args("worker", behaviour.keep_running()))
-    _wait_for("pods Running", lambda: sum(p.status.phase == "Running" for p in seen.poll()) == 3, timeout=120,
+    wait_for("pods Running", lambda: sum(p.status.phase == "Running" for p in seen.poll()) == 3, timeout=120,
                   explain=seen.explain)
     proc.send_signal(signal.SIGTERM)
     run = _finish(proc, timeout=60)
     assert run.returncode != 0
-    _wait_for("job deleted", lambda: seen.job(name) is None, timeout=30)
-    _wait_for("pods deleted", lambda: not seen.pod_names(), timeout=60)
+    wait_for("job deleted", lambda: seen.job(name) is None, timeout=30)
+    wait_for("pods deleted", lambda: not seen.pod_names(), timeout=60)
 
