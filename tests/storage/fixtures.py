@@ -15,12 +15,10 @@ import pytest
 from tests.storage.harness import Gluster, GlusterVolume, MiniHdfs, Unavailable, start_hdfs
 
 
-@pytest.fixture(scope="session")
-def hdfs() -> Iterator[MiniHdfs]:
-    """A running MiniDFSCluster: .rpc (host:port), .url, .webhdfs_url, .core_site,
-    .conf_dir, .client(), .stop_namenode() / .start_namenode()."""
+def _running_hdfs(*, ha: bool) -> Iterator[MiniHdfs]:
+    """Start a MiniDFSCluster (skip when it cannot run here), stop it and remove its files after."""
     try:
-        cluster = start_hdfs()
+        cluster = start_hdfs(ha=ha)
     except Unavailable as err:
         pytest.skip(str(err))
     try:
@@ -28,21 +26,20 @@ def hdfs() -> Iterator[MiniHdfs]:
     finally:
         cluster.stop()
         shutil.rmtree(cluster.base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def hdfs() -> Iterator[MiniHdfs]:
+    """A running MiniDFSCluster: .rpc (host:port), .url, .webhdfs_url, .core_site,
+    .conf_dir, .client(), .stop_namenode() / .start_namenode()."""
+    yield from _running_hdfs(ha=False)
 
 
 @pytest.fixture(scope="session")
 def hdfs_ha() -> Iterator[MiniHdfs]:
     """An HA MiniDFSCluster: name service "ns1" (nn1 active, nn2 standby), client
     configuration in .conf_dir (core-site.xml + hdfs-site.xml), .failover()."""
-    try:
-        cluster = start_hdfs(ha=True)
-    except Unavailable as err:
-        pytest.skip(str(err))
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(cluster.base, ignore_errors=True)
+    yield from _running_hdfs(ha=True)
 
 
 class GlusterVolumes:
