@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -61,6 +62,40 @@ def test_resync_is_a_noop(hdfs, gluster, src) -> None:  # type: ignore[no-untype
 
     assert (again.copied, again.skipped, again.deleted, again.failed) == (0, len(files), 0, 0)
     assert {rel: os.stat(dst / rel).st_ino for rel in files} == before  # nothing rewritten
+
+
+def _age_dirs(root: Path) -> None:
+    old = 1_600_000_000 * 10**9
+    for directory, _, _ in os.walk(root):
+        os.utime(directory, ns=(old, old))
+
+
+def test_noop_resync_reuses_listings_and_sees_a_delete_by_another_client(hdfs, gluster, src, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    client, root, url = src
+    files = _files()
+    put_tree(client, root, files)
+    dst = gluster.fresh_dir("cache")
+    sync(url, str(dst))
+    _age_dirs(dst)  # as if the copy ended long ago: fresh listings are too racy to keep
+    dirs = 1 + len({os.path.dirname(p) for p in files} - {""}) + 1  # root, part/0..2, part
+    assert sync(url, str(dst)).dest_dirs_read == dirs
+    cached = sync(url, str(dst))
+    assert (cached.dest_dirs_read, cached.dest_dirs_cached, cached.skipped) == (0, dirs, len(files))
+
+    # Another client (a second FUSE mount of the same volume, as a pod on another node).
+    other = tmp_path / "other"
+    other.mkdir()
+    subprocess.run(["mount", "-t", "glusterfs", f"{socket.gethostname()}:/{gluster.volume.name}", str(other)], check=True)
+    try:
+        (other / dst.name / "part/1/f005.bin").unlink()
+        (other / dst.name / "part/2/extra").write_bytes(b"x")
+    finally:
+        subprocess.run(["umount", "-l", str(other)], check=False)
+    # No wait: this client's kernel still holds the directories' old attributes (the FUSE
+    # attribute timeout is 1 s); the scan asks GlusterFS itself (statx, AT_STATX_FORCE_SYNC).
+    after = sync(url, str(dst), delete=True)
+    assert (after.copied, after.deleted, after.dest_dirs_read) == (1, 1, 2)
+    assert read_tree(dst) == files
 
 
 def test_changed_added_deleted_and_delete_flag(hdfs, gluster, src) -> None:  # type: ignore[no-untyped-def]

@@ -31,6 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--checksum", action="store_true", help="compare and verify by content hash, not size + mtime")
     p.add_argument("--delete", action="store_true", help="remove destination files that are not in the source")
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    p.add_argument("--full-scan", action="store_true",
+                   help="read every destination directory instead of reusing the listings of unchanged ones "
+                        "(DST/.vpipe/scan-cache.json); also finds files edited in place by other writers")
     p.add_argument("--transfers", type=int, default=DEFAULT_TRANSFERS, help=f"parallel file transfers (default {DEFAULT_TRANSFERS})")
     p.add_argument("--shards", type=int, default=0, metavar="N", help="write N manifests balanced by bytes under DST/.vpipe/shards/")
     p.add_argument("--chunk-mib", type=int, default=8, help="streaming chunk size in MiB (default 8)")
@@ -113,6 +116,7 @@ def _sync(args: argparse.Namespace) -> int:
             kerberos_ccache=args.kerberos_ccache,
             hadoop_conf_dir=args.hadoop_conf_dir,
             chunk_size=args.chunk_mib << 20,
+            full_scan=args.full_scan,
             progress=printer,
         )
     except SyncFailed as err:

@@ -14,7 +14,13 @@ from typing import Any
 
 from volcano_pipelines.errors import ClusterError, InputError, WorkFailed
 from volcano_pipelines.transfer import dest as dest_mod
-from volcano_pipelines.transfer.executor import DEFAULT_TRANSFERS, CHUNK_SIZE, Executor, Options, Outcome
+from volcano_pipelines.transfer.executor import (
+    CHUNK_SIZE,
+    DEFAULT_TRANSFERS,
+    Executor,
+    Options,
+    Outcome,
+)
 from volcano_pipelines.transfer.plan import Action, Plan, build_plan, check_glob
 from volcano_pipelines.transfer.report import Progress, write_shards
 from volcano_pipelines.transfer.sources import Auth, SourceMissing, open_source
@@ -41,6 +47,8 @@ class SyncResult:
     bytes_copied: int = 0
     files_selected: int = 0
     bytes_selected: int = 0
+    dest_dirs_read: int = 0  # destination directories listed with a readdir
+    dest_dirs_cached: int = 0  # ... and taken from the scan cache (mtime unchanged)
     duration_s: float = 0.0
     throughput_mb_s: float = 0.0
     failures: list[dict[str, str]] = field(default_factory=list)
@@ -90,13 +98,18 @@ def sync(
     kerberos_ccache: str | None = None,
     hadoop_conf_dir: str | None = None,
     chunk_size: int = CHUNK_SIZE,
+    full_scan: bool = False,
     progress: Progress | None = None,
 ) -> SyncResult:
     """Copy new and changed files from `src` into the directory `dst`.
 
     Raises InputError (bad arguments, missing source), ClusterError (NameNode / WebHDFS
     unreachable, destination refuses writes) or SyncFailed (some files failed, the
-    destination is full) - SyncFailed.result holds the full report."""
+    destination is full) - SyncFailed.result holds the full report.
+
+    The destination scan reuses the listing of every directory whose mtime has not
+    moved since the last run (`.vpipe/scan-cache.json`); `full_scan` reads them all, which
+    also catches files edited in place by something other than sync."""
     location = parse_source(src)
     root = parse_dest(dst)
     for name, globs in (("include", include), ("exclude", exclude)):
@@ -128,7 +141,7 @@ def sync(
     scanner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dest-scan")
     try:
         # Both listings are round trips (NameNode, FUSE): run them side by side.
-        scanning = scanner.submit(dest_mod.scan, root)
+        scanning = scanner.submit(_scan_destination, root, full_scan)
         try:
             files, refused = source.list()
         except SourceMissing as err:
@@ -136,6 +149,8 @@ def sync(
         except (PermissionError, ConnectionError, TimeoutError) as err:
             raise ClusterError(f"listing {location.url} failed: {err}") from err
         listing = scanning.result()
+        result.dest_dirs_read = len(listing.dirs) - len(listing.reused)
+        result.dest_dirs_cached = len(listing.reused)
         plan = build_plan(
             files,
             listing.files,
@@ -151,7 +166,7 @@ def sync(
         if dry_run:
             _fill_dry_run(result, plan)
         else:
-            _execute(result, plan, source, root, progress, transfers, checksum, chunk_size, shards)
+            _execute(result, plan, listing, source, root, progress, transfers, checksum, chunk_size, shards)
     finally:
         scanner.shutdown(wait=True)
         source.close()
@@ -180,9 +195,15 @@ def _fill_dry_run(result: SyncResult, plan: Plan) -> None:
     result.failures = [{"path": i.path, "error": f"rejected: {i.reason}"} for i in plan.of(Action.REJECT)]
 
 
+def _scan_destination(root: str, full_scan: bool) -> dest_mod.DestListing:
+    cache = {} if full_scan else dest_mod.load_scan_cache(root)
+    return dest_mod.scan(root, cache=cache)
+
+
 def _execute(
     result: SyncResult,
     plan: Plan,
+    listing: dest_mod.DestListing,
     source: Any,
     root: str,
     progress: Progress,
@@ -205,7 +226,13 @@ def _execute(
             progress=progress.advance,
             done=progress.file_done,
         )
-        outcomes = executor.run(plan)
+        try:
+            outcomes = executor.run(plan)
+        finally:
+            # Only when a directory was read: a run served wholly from the cache has
+            # nothing new to record (and writes nothing).
+            if len(listing.reused) < len(listing.dirs) and not executor.stop.is_set():
+                dest_mod.save_scan_cache(root, dest_mod.cacheable(listing))
         _tally(result, outcomes)
         if executor.fatal is not None:
             code = executor.fatal.exit_code if isinstance(executor.fatal, ClusterError) else WorkFailed.exit_code

@@ -5,16 +5,14 @@ over the final name, so a final name never holds a partial file."""
 from __future__ import annotations
 
 import errno
-import hashlib
 import logging
 import os
-import secrets
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from volcano_pipelines.transfer.dest import (
     DENIED_ERRNOS,
@@ -25,7 +23,15 @@ from volcano_pipelines.transfer.dest import (
     UnsafePath,
     classify_os_error,
 )
-from volcano_pipelines.transfer.plan import Action, Entry, Plan, PlanItem, parent_dirs, temp_name
+from volcano_pipelines.transfer.plan import (
+    Action,
+    Entry,
+    Plan,
+    PlanItem,
+    parent_dirs,
+    temp_name,
+    transfer_order,
+)
 from volcano_pipelines.transfer.sources import Source, is_transient, short_error
 
 log = logging.getLogger(__name__)
@@ -72,6 +78,8 @@ class Options:
 
 
 def _hash_stream(stream: BinaryIO, chunk: int) -> tuple[str, int]:
+    import hashlib  # only with --checksum: OpenSSL's import is a few ms of every start
+
     h = hashlib.sha256()
     n = 0
     while True:
@@ -80,6 +88,12 @@ def _hash_stream(stream: BinaryIO, chunk: int) -> tuple[str, int]:
             return h.hexdigest(), n
         h.update(buf)
         n += len(buf)
+
+
+def _new_digest() -> Any:
+    import hashlib
+
+    return hashlib.sha256()
 
 
 def _hash_file(path: str, chunk: int) -> str:
@@ -162,8 +176,7 @@ class Executor:
                 outcomes.append(Outcome(item.path, "failed", error=f"unsafe destination: {blocked}"))
             else:
                 runnable.append(item)
-        # Largest first: the pool finishes together instead of waiting on one big tail.
-        runnable.sort(key=lambda i: (-i.size, i.path))
+        runnable = transfer_order(runnable)
         workers = max(1, min(self.opts.transfers, len(runnable) or 1))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync") as pool:
             done = list(pool.map(self._transfer_guarded, runnable))
@@ -203,7 +216,7 @@ class Executor:
                     self.fatal = err
             self.stop.set()
             return Outcome(item.path, "failed", error=str(err))
-        except Exception as err:  # noqa: BLE001 - reported per file
+        except Exception as err:
             return Outcome(item.path, "failed", error=short_error(err))
 
     def _transfer(self, item: PlanItem) -> Outcome:
@@ -258,9 +271,10 @@ class Executor:
 
     def _copy_once(self, expected: Entry, final: str) -> int:
         parent, base = os.path.split(final)
-        tmp = os.path.join(parent, temp_name(base, secrets.token_hex(8)))
-        digest = hashlib.sha256() if self.opts.checksum else None
+        tmp = os.path.join(parent, temp_name(base, os.urandom(8).hex()))
+        digest = _new_digest() if self.opts.checksum else None
         fd = -1
+        renamed = False
         try:
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -316,6 +330,7 @@ class Executor:
                     raise VerifyFailed(f"sha256 of written file {have} != source {digest.hexdigest()}")
             try:
                 os.replace(tmp, final)
+                renamed = True
             except OSError as err:
                 err._vpipe_dest = True  # type: ignore[attr-defined]
                 raise
@@ -328,12 +343,15 @@ class Executor:
                     os.close(fd)  # may report a deferred write error; the first error wins
                 except OSError:
                     pass
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            except OSError as err:
-                log.warning("could not remove temporary file %s: %s", tmp, err)
+            # After the rename there is nothing to remove (and an unlink would cost a
+            # FUSE lookup per file).
+            if not renamed:
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+                except OSError as err:
+                    log.warning("could not remove temporary file %s: %s", tmp, err)
 
     def _recheck(self, items: list[PlanItem]) -> list[PlanItem]:
         """Files copied with one read and no stat: re-list the source once and return

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import threading
 from collections.abc import Sequence
 
-from volcano_pipelines.transfer.plan import RESERVED_DIR, Entry, shard_by_bytes, shard_file_name
+from volcano_pipelines.transfer.dest import write_file_atomic
+from volcano_pipelines.transfer.plan import (
+    RESERVED_DIR,
+    Entry,
+    shard_by_bytes,
+    shard_file_name,
+)
 
 SHARDS_DIR = f"{RESERVED_DIR}/shards"
 
@@ -45,15 +50,6 @@ class Progress:
         pass
 
 
-def _write_atomic(path: str, data: bytes) -> None:
-    tmp = f"{path}.{secrets.token_hex(4)}.part"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def write_shards(root: str, entries: Sequence[Entry], count: int) -> list[str]:
     """N manifest files (one relative path per line, balanced by bytes) plus index.json
     under <root>/.vpipe/shards/; worker i reads shard-i-of-N. Returns their paths."""
@@ -65,10 +61,10 @@ def write_shards(root: str, entries: Sequence[Entry], count: int) -> list[str]:
     for shard in shards:
         name = shard_file_name(shard.index, count)
         path = os.path.join(directory, name)
-        _write_atomic(path, "".join(p + "\n" for p in shard.paths).encode("utf-8", "surrogateescape"))
+        write_file_atomic(path, "".join(p + "\n" for p in shard.paths).encode("utf-8", "surrogateescape"))
         written.append(path)
         index["shards"].append({"index": shard.index, "file": name, "files": len(shard.paths), "bytes": shard.bytes})
-    _write_atomic(os.path.join(directory, "index.json"), json.dumps(index, indent=1).encode())
+    write_file_atomic(os.path.join(directory, "index.json"), json.dumps(index, indent=1).encode())
     keep = {os.path.basename(p) for p in written} | {"index.json"}
     for name in os.listdir(directory):
         if name not in keep and name.startswith("shard-"):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -80,6 +79,8 @@ def _fsspec_knows(scheme: str) -> bool:
 def read_hadoop_xml(text: str) -> dict[str, str]:
     """<configuration><property><name/><value/></property>...</configuration> as a dict."""
     out: dict[str, str] = {}
+    import xml.etree.ElementTree as ET  # only when a Hadoop configuration is read
+
     root = ET.fromstring(text)
     for prop in root.iter("property"):
         name = prop.findtext("name")

@@ -110,3 +110,66 @@ def test_cli_exit_codes(src: Path, tmp_path: Path, capsys: pytest.CaptureFixture
     assert '"copied": 3' in capsys.readouterr().out
     assert main(["sync", str(tmp_path / "missing"), str(tmp_path / "dst"), "-q"]) == 2
     assert main(["sync", str(src), str(tmp_path / "dst"), "--transfers", "0"]) == 2
+
+
+# ---------------------------------------------------------------------------- scan cache
+
+
+def _age_dirs(root: Path) -> None:
+    old = 1_600_000_000 * 10**9
+    for directory, _, _ in os.walk(root):
+        os.utime(directory, ns=(old, old))
+
+
+def test_a_noop_resync_reads_no_directory_once_the_cache_is_saved(src: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "dst"
+    sync(str(src), str(dst))
+    _age_dirs(dst)  # as if the copy finished long ago (listings read right after a change are not cached)
+    warm = sync(str(src), str(dst))
+    assert (warm.dest_dirs_read, warm.dest_dirs_cached, warm.skipped) == (3, 0, 3)
+    mtime = os.stat(dst / ".vpipe" / "scan-cache.json").st_mtime_ns
+    cached = sync(str(src), str(dst))
+    assert (cached.dest_dirs_read, cached.dest_dirs_cached, cached.skipped, cached.copied) == (0, 3, 3, 0)
+    # Nothing new was read, so nothing was written.
+    assert os.stat(dst / ".vpipe" / "scan-cache.json").st_mtime_ns == mtime
+
+
+def test_a_file_removed_behind_the_cache_is_copied_again(src: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "dst"
+    sync(str(src), str(dst))
+    _age_dirs(dst)
+    sync(str(src), str(dst))
+    (dst / "d/b.bin").unlink()
+    result = sync(str(src), str(dst))
+    assert result.copied == 1 and result.dest_dirs_read == 1 and read_tree(dst) == read_tree(src)
+
+
+def test_full_scan_finds_a_file_edited_in_place_that_the_cache_cannot(src: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "dst"
+    sync(str(src), str(dst))
+    _age_dirs(dst)
+    sync(str(src), str(dst))
+    with open(dst / "d/b.bin", "r+b") as fh:
+        fh.write(b"garbage")  # same size, new mtime, no change to the directory
+    assert sync(str(src), str(dst)).copied == 0  # the documented limit of the cache
+    assert sync(str(src), str(dst), full_scan=True).copied == 1
+    assert read_tree(dst) == read_tree(src)
+
+
+def test_dry_run_writes_no_scan_cache(src: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    sync(str(src), str(dst), dry_run=True)
+    assert not (dst / ".vpipe").exists()
+
+
+def test_cli_full_scan_flag(src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    dst = tmp_path / "dst"
+    sync(str(src), str(dst))
+    _age_dirs(dst)
+    sync(str(src), str(dst))
+    assert main(["sync", "-q", "--json", "--full-scan", str(src), str(dst)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["dest_dirs_read"], out["dest_dirs_cached"], out["skipped"]) == (3, 0, 3)

@@ -11,13 +11,17 @@ from volcano_pipelines.transfer.plan import (
     Entry,
     build_plan,
     check_glob,
+    full_unsafe_reason,
     is_temp_name,
+    PlanItem,
     parent_dirs,
+    plainly_safe,
     same_mtime,
     selected,
     shard_by_bytes,
     shard_file_name,
     temp_name,
+    transfer_order,
     unsafe_reason,
 )
 
@@ -140,3 +144,59 @@ def test_shards_cover_everything_once_and_balance(sizes: list[int], n: int) -> N
 
 def test_shard_file_name() -> None:
     assert shard_file_name(3, 10) == "shard-00003-of-00010.txt"
+
+
+# ---------------------------------------------------------------------------- fast paths
+
+_NAME_CHARS = st.sampled_from(list("ab./\\\x00\x1f\x7f é-_") + ["\udc80", "\u2028", ".vpipe", ".vpipe-tmp-", "0123456789abcdef"])
+
+
+@given(st.lists(_NAME_CHARS, max_size=30).map("".join))
+def test_the_fast_name_check_never_passes_a_name_the_full_checks_refuse(path: str) -> None:
+    assert unsafe_reason(path) == (None if plainly_safe(path) else full_unsafe_reason(path))
+    if plainly_safe(path):
+        assert full_unsafe_reason(path) is None
+
+
+def test_fast_name_check_sends_dot_components_and_long_names_to_the_full_checks() -> None:
+    for path in (".vpipe/x", "a/.hidden", "./a", "a//b", "a/", "/a", "a\\b", "x" * 256, "é" * 128, "a\x7f", ""):
+        assert not plainly_safe(path), path
+    assert plainly_safe("d000/f000001.bin") and plainly_safe("x/a..b")
+    assert unsafe_reason("a/.hidden") is None  # not plain, still safe
+
+
+def test_skip_needs_equal_size_and_mtime_fast_path_matches_slow_rules() -> None:
+    src = [E("a", 10, 5_123), E("b", 10, 5_123), E("c", 10, 5_123), E("d", 10, 5_400)]
+    dst = [E("a", 10, 5_123), E("b", 11, 5_123), E("c", 10, 5_124), E("d", 10, 5_000)]
+    # d: a destination that keeps whole seconds: a sub-second difference still matches.
+    assert actions(build_plan(src, dst)) == {"a": "skip", "b": "copy", "c": "copy", "d": "skip"}
+    assert actions(build_plan(src, dst, checksum=True))["a"] == "compare"
+
+
+# ---------------------------------------------------------------------------- transfer order
+
+
+def _item(path: str, size: int) -> PlanItem:
+    return PlanItem(Action.COPY, path, "new", size, 0)
+
+
+def test_transfer_order_takes_one_file_per_directory_in_turn() -> None:
+    items = [_item(f"d{d}/f{i}", 4096) for d in range(3) for i in range(3)]
+    order = [i.path for i in transfer_order(items)]
+    assert order == ["d0/f0", "d1/f0", "d2/f0", "d0/f1", "d1/f1", "d2/f1", "d0/f2", "d1/f2", "d2/f2"]
+
+
+def test_transfer_order_starts_with_big_files_and_keeps_every_item() -> None:
+    items = [_item("small/a", 10), _item("big/x", 1 << 30), _item("small/b", 12), _item("mid/y", 1 << 20), _item("top", 5)]
+    order = transfer_order(items)
+    assert [i.path for i in order[:2]] == ["big/x", "mid/y"]
+    assert sorted(order) == sorted(items)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["", "a", "a/b", "c"]), st.integers(0, 1 << 40)), max_size=40))
+def test_transfer_order_is_a_permutation(spec: list[tuple[str, int]]) -> None:
+    items = [_item(f"{d}/f{i}" if d else f"f{i}", size) for i, (d, size) in enumerate(spec)]
+    order = transfer_order(items)
+    assert sorted(order) == sorted(items)
+    sizes = [i.size.bit_length() for i in order]
+    assert sizes == sorted(sizes, reverse=True)
