@@ -81,7 +81,8 @@ class DestListing:
 def _read_dir(root: str, rel_dir: str) -> DirRecord:
     path = os.path.join(root, rel_dir) if rel_dir else root
     scanned_ns = time.time_ns()
-    mtime_ns = os.lstat(path).st_mtime_ns  # before the readdir: a later change moves it
+    # Before the readdir, so a change after it moves the mtime away from the saved one.
+    mtime_ns = fresh_dir_mtime(path) or 0
     files: list[tuple[str, int, int]] = []
     temps: list[str] = []
     subdirs: list[str] = []

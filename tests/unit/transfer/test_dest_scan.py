@@ -137,3 +137,12 @@ def test_the_cache_file_is_replaced_whole(tree: Path) -> None:
     data = json.loads((tree / ".vpipe" / dest.SCAN_CACHE).read_bytes())
     assert data["format"] == "vpipe-scan-cache/1" and set(data["dirs"]) == {"", "d", "d/e", "f"}
     assert [n for n in os.listdir(tree / ".vpipe") if "vpipe-tmp" in n] == []
+
+
+def test_fresh_dir_mtime_is_the_directory_mtime_and_none_for_anything_else(tree: Path, tmp_path: Path) -> None:
+    assert dest.fresh_dir_mtime(str(tree / "d")) == os.lstat(tree / "d").st_mtime_ns == OLD_NS
+    os.symlink(tree / "d", tmp_path / "link")
+    assert dest.fresh_dir_mtime(str(tmp_path / "link")) is None  # not followed
+    assert dest.fresh_dir_mtime(str(tree / "a")) is None
+    with pytest.raises(FileNotFoundError):
+        dest.fresh_dir_mtime(str(tree / "missing"))
