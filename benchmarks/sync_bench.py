@@ -121,6 +121,7 @@ def main() -> int:
     ap.add_argument("--large-total-mib", type=int, default=1024)
     ap.add_argument("--small-files", type=int, default=10_000)
     ap.add_argument("--small-kib", type=int, default=4)
+    ap.add_argument("--small-per-dir", type=int, default=1000, help="files per directory in (b) (all in one: flat)")
     ap.add_argument("--rclone-transfers", default="4,16,64", help="comma-separated; the best is reported")
     ap.add_argument("--vpipe-transfers", type=int, default=0, help="0: the built-in default")
     ap.add_argument("--repeat", type=int, default=1, help="runs per tool and case; the best is reported (the machine may be shared)")
@@ -142,7 +143,7 @@ def main() -> int:
         small_size = args.small_kib << 10
         print(f"populating HDFS: {args.large_files} x {large_size >> 20} MiB, {args.small_files} x {args.small_kib} KiB", flush=True)
         populate(hdfs, "/bench/large", args.large_files, large_size, per_dir=args.large_files)
-        populate(hdfs, "/bench/small", args.small_files, small_size)
+        populate(hdfs, "/bench/small", args.small_files, small_size, per_dir=args.small_per_dir)
 
         env = dict(os.environ)
         # An installed package (an image) has its bytecode compiled; this checkout may run
@@ -216,7 +217,8 @@ def main() -> int:
         print("GlusterFS: single brick on local disk, volume options: "
               + ", ".join(f"{k}={v}" for k, v in GLUSTER_OPTIONS.items()))
         print(f"HDFS: MiniDFSCluster (1 NameNode, 1 DataNode) on the same machine; CPUs: {os.cpu_count()}")
-        print(f"sizes: (a) {args.large_files} x {large_size >> 20} MiB, (b) {args.small_files} x {args.small_kib} KiB; "
+        print(f"sizes: (a) {args.large_files} x {large_size >> 20} MiB, (b) {args.small_files} x {args.small_kib} KiB "
+              f"in directories of {args.small_per_dir}; "
               f"best of {args.repeat} run(s) per tool ((c): best of {max(3, args.repeat)}); rclone --transfers {args.rclone_transfers}")
         print(f"vpipe command: {' '.join(vpipe[:3] if args.vpipe_cmd == 'module' else vpipe[:2])} (default --transfers "
               f"{args.vpipe_transfers or 'built-in'}); process start (--help): python -m volcano_pipelines.cli.sync "

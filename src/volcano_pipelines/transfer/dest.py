@@ -236,9 +236,20 @@ def save_scan_cache(root: str, records: dict[str, DirRecord]) -> None:
     dirs = {rel: [r.mtime_ns, r.scanned_ns, r.files, r.temps, r.subdirs] for rel, r in sorted(records.items())}
     body = json.dumps({"format": _CACHE_FORMAT, "dirs": dirs}, separators=(",", ":")).encode()
     try:
+        remove_temp_files(os.path.dirname(path))
         write_file_atomic(path, body)
     except OSError as err:
         log.warning("could not save the scan cache %s (%s): the next run reads every directory", path, err)
+
+
+def remove_temp_files(directory: str) -> None:
+    """Temporary files an interrupted write left in one of sync's own directories."""
+    for name in os.listdir(directory):
+        if is_temp_name(name):
+            try:
+                os.unlink(os.path.join(directory, name))
+            except FileNotFoundError:
+                pass
 
 
 class DirMaker:

@@ -7,7 +7,7 @@ import os
 import threading
 from collections.abc import Sequence
 
-from volcano_pipelines.transfer.dest import write_file_atomic
+from volcano_pipelines.transfer.dest import remove_temp_files, write_file_atomic
 from volcano_pipelines.transfer.plan import (
     RESERVED_DIR,
     Entry,
@@ -69,4 +69,5 @@ def write_shards(root: str, entries: Sequence[Entry], count: int) -> list[str]:
     for name in os.listdir(directory):
         if name not in keep and name.startswith("shard-"):
             os.unlink(os.path.join(directory, name))
+    remove_temp_files(directory)
     return written

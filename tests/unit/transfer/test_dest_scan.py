@@ -146,3 +146,10 @@ def test_fresh_dir_mtime_is_the_directory_mtime_and_none_for_anything_else(tree:
     assert dest.fresh_dir_mtime(str(tree / "a")) is None
     with pytest.raises(FileNotFoundError):
         dest.fresh_dir_mtime(str(tree / "missing"))
+
+
+def test_saving_the_cache_removes_a_temporary_file_an_interrupted_save_left(tree: Path) -> None:
+    leftover = tree / ".vpipe" / temp_name(dest.SCAN_CACHE, "00112233aabbccdd")
+    leftover.write_bytes(b"{partial")
+    _save(tree, dest.scan(str(tree)))
+    assert not leftover.exists() and dest.load_scan_cache(str(tree))

@@ -173,3 +173,14 @@ def test_cli_full_scan_flag(src: Path, tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["sync", "-q", "--json", "--full-scan", str(src), str(dst)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert (out["dest_dirs_read"], out["dest_dirs_cached"], out["skipped"]) == (3, 0, 3)
+
+
+def test_shard_manifests_replace_old_ones_and_leftover_temporary_files(src: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "dst"
+    sync(str(src), str(dst), shards=3)
+    shards_dir = dst / ".vpipe" / "shards"
+    leftover = shards_dir / temp_name("index.json", "00112233aabbccdd")
+    leftover.write_bytes(b"{")
+    result = sync(str(src), str(dst), shards=2)
+    assert sorted(os.listdir(shards_dir)) == ["index.json", "shard-00000-of-00002.txt", "shard-00001-of-00002.txt"]
+    assert [Path(p).name for p in result.shard_manifests] == ["shard-00000-of-00002.txt", "shard-00001-of-00002.txt"]
