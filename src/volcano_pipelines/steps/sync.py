@@ -148,7 +148,10 @@ def sync(
             raise InputError("src", src, f"an existing file or directory ({err} does not exist)") from err
         except (PermissionError, ConnectionError, TimeoutError) as err:
             raise ClusterError(f"listing {location.url} failed: {err}") from err
-        listing = scanning.result()
+        try:
+            listing = scanning.result()
+        except OSError as err:
+            raise _dest_error(err, f"listing {root}") from err
         result.dest_dirs_read = len(listing.dirs) - len(listing.reused)
         result.dest_dirs_cached = len(listing.reused)
         plan = build_plan(

@@ -140,14 +140,20 @@ def fresh_dir_mtime(path: str) -> int | None:
     return st.st_mtime_ns if stat.S_ISDIR(st.st_mode) else None
 
 
-def _visit(root: str, rel_dir: str, cache: dict[str, DirRecord]) -> tuple[DirRecord, bool]:
-    """The directory's record, and whether it came from the cache (one stat, no readdir)."""
-    cached = cache.get(rel_dir)
-    if cached is not None:
-        mtime_ns = fresh_dir_mtime(os.path.join(root, rel_dir) if rel_dir else root)
-        if mtime_ns is not None and cached.reusable(mtime_ns):
-            return cached, True
-    return _read_dir(root, rel_dir), False
+def _visit(root: str, rel_dir: str, cache: dict[str, DirRecord]) -> tuple[DirRecord | None, bool]:
+    """The directory's record, and whether it came from the cache (one stat, no readdir).
+    None for a subdirectory that is gone (removed while the scan ran): nothing to list."""
+    try:
+        cached = cache.get(rel_dir)
+        if cached is not None:
+            mtime_ns = fresh_dir_mtime(os.path.join(root, rel_dir) if rel_dir else root)
+            if mtime_ns is not None and cached.reusable(mtime_ns):
+                return cached, True
+        return _read_dir(root, rel_dir), False
+    except (FileNotFoundError, NotADirectoryError):
+        if not rel_dir:
+            raise
+        return None, False
 
 
 def scan(root: str, workers: int = 8, cache: dict[str, DirRecord] | None = None) -> DestListing:
@@ -167,6 +173,8 @@ def scan(root: str, workers: int = 8, cache: dict[str, DirRecord] | None = None)
             for future in done:
                 rel_dir = pending.pop(future)
                 record, reused = future.result()
+                if record is None:
+                    continue
                 listing.dirs[rel_dir] = record
                 if reused:
                     listing.reused.add(rel_dir)

@@ -153,3 +153,22 @@ def test_saving_the_cache_removes_a_temporary_file_an_interrupted_save_left(tree
     leftover.write_bytes(b"{partial")
     _save(tree, dest.scan(str(tree)))
     assert not leftover.exists() and dest.load_scan_cache(str(tree))
+
+
+def test_a_subdirectory_gone_while_the_scan_runs_is_skipped(tree: Path) -> None:
+    """The root's saved listing still names f/ (as if f/ vanished right after the root
+    was read): the scan finds it gone and lists nothing for it, without failing."""
+    _save(tree, dest.scan(str(tree)))
+    for name in os.listdir(tree / "f"):
+        os.unlink(tree / "f" / name)
+    os.rmdir(tree / "f")
+    os.utime(tree, ns=(OLD_NS, OLD_NS))  # the root's mtime as saved
+    listing = _cached_scan(tree)
+    assert "" in listing.reused and "f" not in listing.dirs
+    assert _paths(listing) == {"a", "d/b", "d/e/c"}
+
+
+def test_a_missing_root_scans_as_empty_and_a_file_root_fails(tmp_path: Path) -> None:
+    assert dest.scan(str(tmp_path / "missing")).files == []
+    (tmp_path / "file").write_bytes(b"x")
+    assert dest.scan(str(tmp_path / "file")).files == []  # not a directory: sync refuses it earlier (InputError)
