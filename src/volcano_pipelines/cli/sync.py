@@ -77,6 +77,11 @@ class _Printer(Progress):
                 self.stream.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n")
             self.stream.flush()
 
+    def planned(self, summary: str) -> None:
+        if not self.quiet:
+            self.stream.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {summary}\n")
+            self.stream.flush()
+
     def _line(self, now: float) -> str:
         elapsed = max(now - self.started, 1e-6)
         pct = 100.0 * self.bytes_done / self.bytes_total if self.bytes_total else 100.0

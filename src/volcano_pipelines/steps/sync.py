@@ -166,6 +166,7 @@ def sync(
         )
         result.files_selected = len(plan.selected)
         result.bytes_selected = sum(e.size for e in plan.selected)
+        progress.planned(_plan_line(plan, listing, len(files), time.monotonic() - started))
         if dry_run:
             _fill_dry_run(result, plan)
         else:
@@ -181,6 +182,17 @@ def sync(
     if result.failed:
         raise SyncFailed(f"{result.failed} file(s) failed: {_failure_text(result)}", result)
     return result
+
+
+def _plan_line(plan: Plan, listing: dest_mod.DestListing, listed: int, seconds: float) -> str:
+    counts = plan.counts()
+    copy = counts["copy"] + counts["compare"]
+    return (
+        f"listed {listed} source files and the destination ({len(listing.dirs) - len(listing.reused)} "
+        f"directories read, {len(listing.reused)} from the scan cache) in {seconds:.2f}s; plan: copy {copy} "
+        f"({plan.bytes_to_copy / 1e6:.1f} MB), skip {counts['skip']}, delete {counts['delete']}, "
+        f"clean {counts['cleanup']}, reject {counts['reject']}"
+    )
 
 
 def _fill_dry_run(result: SyncResult, plan: Plan) -> None:

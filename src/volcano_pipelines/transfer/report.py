@@ -29,6 +29,9 @@ class Progress:
         self.files_done = 0
         self.bytes_done = 0
 
+    def planned(self, summary: str) -> None:
+        """One line on what the run is about to do (after listing and planning)."""
+
     def start(self, files: int, nbytes: int) -> None:
         self.files_total, self.bytes_total = files, nbytes
         self.changed()

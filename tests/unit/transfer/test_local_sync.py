@@ -184,3 +184,13 @@ def test_shard_manifests_replace_old_ones_and_leftover_temporary_files(src: Path
     result = sync(str(src), str(dst), shards=2)
     assert sorted(os.listdir(shards_dir)) == ["index.json", "shard-00000-of-00002.txt", "shard-00001-of-00002.txt"]
     assert [Path(p).name for p in result.shard_manifests] == ["shard-00000-of-00002.txt", "shard-00001-of-00002.txt"]
+
+
+def test_cli_says_what_it_listed_and_plans_before_copying(src: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dst = tmp_path / "dst"
+    assert main(["sync", str(src), str(dst)]) == 0
+    err = capsys.readouterr().err
+    assert "listed 3 source files and the destination (0 directories read, 0 from the scan cache)" in err
+    assert "plan: copy 3 (0.0 MB), skip 0, delete 0, clean 0, reject 0" in err
+    assert main(["sync", "-q", str(src), str(dst)]) == 0
+    assert "listed" not in capsys.readouterr().err
