@@ -17,6 +17,7 @@ GlusterFS volume options used. Sizes are flags, so a quick run fits a busy machi
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -76,6 +77,7 @@ def populate(hdfs: MiniHdfs, root: str, count: int, size: int, per_dir: int = 10
 
 
 CPU: dict[str, float] = {}  # last command's CPU seconds (user + system), by the tool's label
+STDOUT: dict[str, str] = {}  # ... and its standard output
 
 
 def timed(cmd: list[str], env: dict[str, str] | None = None, label: str = "") -> float:
@@ -86,6 +88,7 @@ def timed(cmd: list[str], env: dict[str, str] | None = None, label: str = "") ->
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if label:
         CPU[label] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        STDOUT[label] = proc.stdout
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     return elapsed
@@ -160,8 +163,8 @@ def main() -> int:
         rclone_remote = f":hdfs,namenode='{hdfs.rpc}',username=root:"
         rclone_transfers = [int(t) for t in args.rclone_transfers.split(",")]
 
-        def run_vpipe(src: str, dst: Path) -> float:
-            return timed([*vpipe, f"{hdfs.url}{src}", str(dst)], env, "vpipe")
+        def run_vpipe(src: str, dst: Path, *extra: str) -> float:
+            return timed([*vpipe, *extra, f"{hdfs.url}{src}", str(dst)], env, "vpipe")
 
         def run_rclone(src: str, dst: Path, transfers: int) -> float:
             return timed([args.rclone, "copy", f"{rclone_remote}{src}", str(dst), "--transfers", str(transfers),
@@ -201,8 +204,11 @@ def main() -> int:
         row_c: dict[str, float | str] = {"bytes": 0, "rclone_t": t, "seq": "n/a"}
         first_c: dict[str, float] = {}
         for rep in range(max(3, args.repeat)):
-            v = run_vpipe("/bench/small", mount / "b-vpipe")
+            v = run_vpipe("/bench/small", mount / "b-vpipe", "--json")
             v_cpu = CPU["vpipe"]
+            report = json.loads(STDOUT["vpipe"])
+            print(f"(c) vpipe: destination directories read {report['dest_dirs_read']}, "
+                  f"from the scan cache {report['dest_dirs_cached']}; copied {report['copied']}", flush=True)
             r = run_rclone("/bench/small", mount / f"b-rclone-{t}", t)
             print(f"(c) vpipe {v:.2f}s (cpu {v_cpu:.2f}s), rclone --transfers {t}: {r:.2f}s (cpu {CPU['rclone']:.2f}s)", flush=True)
             if rep == 0:
