@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.storage.harness import free_port
-from tests.storage.trees import hdfs_mtimes, put_tree, read_tree, temp_files
+from tests.storage.trees import age_dirs, hdfs_mtimes, put_tree, read_tree, temp_files
 from volcano_pipelines.errors import ClusterError, InputError
 from volcano_pipelines.steps.sync import SyncFailed, sync
 
@@ -64,19 +64,13 @@ def test_resync_is_a_noop(hdfs, gluster, src) -> None:  # type: ignore[no-untype
     assert {rel: os.stat(dst / rel).st_ino for rel in files} == before  # nothing rewritten
 
 
-def _age_dirs(root: Path) -> None:
-    old = 1_600_000_000 * 10**9
-    for directory, _, _ in os.walk(root):
-        os.utime(directory, ns=(old, old))
-
-
 def test_noop_resync_reuses_listings_and_sees_a_delete_by_another_client(hdfs, gluster, src, tmp_path) -> None:  # type: ignore[no-untyped-def]
     client, root, url = src
     files = _files()
     put_tree(client, root, files)
     dst = gluster.fresh_dir("cache")
     sync(url, str(dst))
-    _age_dirs(dst)  # as if the copy ended long ago: fresh listings are too racy to keep
+    age_dirs(dst)
     dirs = 1 + len({os.path.dirname(p) for p in files} - {""}) + 1  # root, part/0..2, part
     assert sync(url, str(dst)).dest_dirs_read == dirs
     cached = sync(url, str(dst))

@@ -10,6 +10,17 @@ from typing import Any
 from volcano_pipelines.transfer.plan import RESERVED_DIR, is_temp_name
 
 
+# A directory mtime far in the past: listings read now are not racy (see transfer/dest.py).
+OLD_NS = 1_600_000_000 * 10**9
+
+
+def age_dirs(root: Path) -> None:
+    """Every directory's mtime set to OLD_NS, as if the last change was long ago (as after
+    a real earlier run): listings read right after a change are not cached."""
+    for directory, _, _ in os.walk(root):
+        os.utime(directory, ns=(OLD_NS, OLD_NS))
+
+
 def put_tree(client: Any, root: str, files: dict[str, bytes]) -> None:
     """Write files into HDFS; in parallel, since each close waits on the NameNode."""
     from hdfs_native import WriteOptions

@@ -15,11 +15,7 @@ from kubernetes.client.rest import ApiException
 
 from volcano_pipelines.errors import ClusterError, InputError
 from volcano_pipelines.k8s.client import Cluster, api_error, is_transient
-from volcano_pipelines.volcano.common import (
-    RUN_LABEL,
-    STEP_LABEL,
-    VOLCANO_JOB_NAME_LABEL,
-)
+from volcano_pipelines.volcano.common import RUN_LABEL, STEP_LABEL, VOLCANO_JOB_NAME_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +39,7 @@ def retrying(action: str, cluster: Cluster, call: Callable[[], Any], *, attempts
     for attempt in range(attempts):
         try:
             return call()
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - classified right below
             if not is_transient(err) or attempt == attempts - 1:
                 raise api_error(err, action, cluster) from err
             log.warning("API server not answering while trying to %s (%s); retrying in %.1fs", action, err, delay)
@@ -93,7 +89,7 @@ def create_or_attach(cluster: Cluster, job: dict[str, Any]) -> tuple[dict[str, A
     for attempt in range(6):
         try:
             return cluster.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, job), True
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - classified right below
             if isinstance(err, ApiException) and err.status == 409:
                 break
             if not is_transient(err) or attempt == 5:
@@ -196,14 +192,14 @@ def _queue_names(cluster: Cluster) -> list[str]:
     try:
         listing = cluster.custom.list_cluster_custom_object(SCHEDULING_GROUP, SCHEDULING_VERSION, "queues")
         return sorted(q["metadata"]["name"] for q in listing.get("items") or [])
-    except Exception:
+    except Exception:  # noqa: BLE001 - only decorates the error message
         return []
 
 
 def get_podgroup(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
     try:
         return cluster.custom.get_namespaced_custom_object(SCHEDULING_GROUP, SCHEDULING_VERSION, namespace, "podgroups", name)
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - a missing PodGroup or a blip only delays the hint
         log.debug("cannot read podgroup %s/%s: %s", namespace, name, err)
         return None
 
@@ -212,7 +208,7 @@ def job_events(cluster: Cluster, namespace: str, involved_name: str) -> list[dic
     try:
         events = cluster.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={involved_name}")
         return [cluster.to_dict(e) for e in events.items]
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001
         log.debug("cannot list events for %s/%s: %s", namespace, involved_name, err)
         return []
 
@@ -231,7 +227,7 @@ def pod_log_tail(cluster: Cluster, namespace: str, pod: str, lines: int = 20) ->
     try:
         text = cluster.core.read_namespaced_pod_log(pod, namespace, tail_lines=lines, _request_timeout=10)
         return text or None
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - logs are a bonus; the failure report stands without them
         log.debug("no logs for pod %s/%s: %s", namespace, pod, err)
         return None
 
@@ -296,7 +292,7 @@ def watch_job(
             yield None
             time.sleep(delay)
             delay = min(delay * 2, MAX_BACKOFF_SECONDS)
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001
             if not is_transient(err):
                 raise
             log.warning("watch of job %s/%s interrupted (%s); resuming", namespace, name, type(err).__name__)
@@ -360,7 +356,7 @@ class FailedPodWatcher:
                     if event["type"] in ("ADDED", "MODIFIED"):
                         self._record(self.cluster.to_dict(event["object"]))
                 delay = 0.5
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 - a hint source: keep trying quietly
                 log.debug("failed-pod watch for %s/%s interrupted: %s", self.namespace, self.job_name, err)
                 self._stopped.wait(delay)
                 delay = min(delay * 2, MAX_BACKOFF_SECONDS)

@@ -152,7 +152,7 @@ def sync(
             listing = scanning.result()
         except OSError as err:
             raise _dest_error(err, f"listing {root}") from err
-        result.dest_dirs_read = len(listing.dirs) - len(listing.reused)
+        result.dest_dirs_read = listing.dirs_read
         result.dest_dirs_cached = len(listing.reused)
         plan = build_plan(
             files,
@@ -188,7 +188,7 @@ def _plan_line(plan: Plan, listing: dest_mod.DestListing, listed: int, seconds: 
     counts = plan.counts()
     copy = counts["copy"] + counts["compare"]
     return (
-        f"listed {listed} source files and the destination ({len(listing.dirs) - len(listing.reused)} "
+        f"listed {listed} source files and the destination ({listing.dirs_read} "
         f"directories read, {len(listing.reused)} from the scan cache) in {seconds:.2f}s; plan: copy {copy} "
         f"({plan.bytes_to_copy / 1e6:.1f} MB), skip {counts['skip']}, delete {counts['delete']}, "
         f"clean {counts['cleanup']}, reject {counts['reject']}"
@@ -246,7 +246,7 @@ def _execute(
         finally:
             # Only when a directory was read: a run served wholly from the cache has
             # nothing new to record (and writes nothing).
-            if len(listing.reused) < len(listing.dirs) and not executor.stop.is_set():
+            if listing.dirs_read and not executor.stop.is_set():
                 dest_mod.save_scan_cache(root, dest_mod.cacheable(listing))
         _tally(result, outcomes)
         if executor.fatal is not None:

@@ -66,8 +66,13 @@ class DirRecord:
     temps: tuple[str, ...]
     subdirs: tuple[str, ...]
 
+    @property
+    def racy(self) -> bool:
+        """Read within RACY_NS of the directory's last change: never reused."""
+        return self.scanned_ns - self.mtime_ns < RACY_NS
+
     def reusable(self, mtime_ns: int) -> bool:
-        return mtime_ns == self.mtime_ns and self.scanned_ns - self.mtime_ns >= RACY_NS
+        return mtime_ns == self.mtime_ns and not self.racy
 
 
 @dataclass
@@ -76,6 +81,10 @@ class DestListing:
     temps: list[str]
     dirs: dict[str, DirRecord] = field(default_factory=dict)  # rel dir ("" = root) -> record
     reused: set[str] = field(default_factory=set)  # directories taken from the scan cache (no readdir)
+
+    @property
+    def dirs_read(self) -> int:
+        return len(self.dirs) - len(self.reused)
 
 
 def _read_dir(root: str, rel_dir: str) -> DirRecord:
@@ -210,8 +219,15 @@ def load_scan_cache(root: str) -> dict[str, DirRecord]:
 def cacheable(listing: DestListing) -> dict[str, DirRecord]:
     """The records worth saving. Any record read stat-before-readdir stays safe to keep:
     if this run (or anyone) changed the directory since, its mtime no longer matches and
-    it is read again. Racy ones (read within RACY_NS of a change) are never reused."""
-    return {rel: rec for rel, rec in listing.dirs.items() if rec.scanned_ns - rec.mtime_ns >= RACY_NS}
+    it is read again. Racy ones are never reused, so they are not kept."""
+    return {rel: rec for rel, rec in listing.dirs.items() if not rec.racy}
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """os.write until every byte is written (a write may be short)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def write_file_atomic(path: str, data: bytes) -> None:
@@ -222,9 +238,7 @@ def write_file_atomic(path: str, data: bytes) -> None:
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

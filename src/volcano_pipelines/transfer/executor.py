@@ -22,6 +22,7 @@ from volcano_pipelines.transfer.dest import (
     DirMaker,
     UnsafePath,
     classify_os_error,
+    write_all,
 )
 from volcano_pipelines.transfer.plan import (
     Action,
@@ -78,9 +79,7 @@ class Options:
 
 
 def _hash_stream(stream: BinaryIO, chunk: int) -> tuple[str, int]:
-    import hashlib  # only with --checksum: OpenSSL's import is a few ms of every start
-
-    h = hashlib.sha256()
+    h = _new_digest()
     n = 0
     while True:
         buf = stream.read(chunk)
@@ -91,7 +90,7 @@ def _hash_stream(stream: BinaryIO, chunk: int) -> tuple[str, int]:
 
 
 def _new_digest() -> Any:
-    import hashlib
+    import hashlib  # only with --checksum: OpenSSL's import is a few ms of every start
 
     return hashlib.sha256()
 
@@ -107,13 +106,6 @@ def _hash_file(path: str, chunk: int) -> str:
     finally:
         if fd >= 0:
             os.close(fd)
-
-
-def _write_all(fd: int, buf: bytes) -> None:
-    view = memoryview(buf)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
 
 
 class Executor:
@@ -216,7 +208,7 @@ class Executor:
                     self.fatal = err
             self.stop.set()
             return Outcome(item.path, "failed", error=str(err))
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - reported per file
             return Outcome(item.path, "failed", error=short_error(err))
 
     def _transfer(self, item: PlanItem) -> Outcome:
@@ -292,7 +284,7 @@ class Executor:
                     if digest is not None:
                         digest.update(buf)
                     try:
-                        _write_all(fd, buf)
+                        write_all(fd, buf)
                     except OSError as err:
                         err._vpipe_dest = True  # type: ignore[attr-defined]
                         raise

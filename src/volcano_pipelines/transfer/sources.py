@@ -112,7 +112,7 @@ def with_retries(
     for attempt in range(1, attempts + 1):
         try:
             return fn()
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - classified below
             if attempt == attempts or not is_transient(err):
                 raise
             delay = min(max_delay, base_delay * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
@@ -240,7 +240,7 @@ class HdfsSource:
         url = f"{location.scheme}://{location.authority}" if location.authority else None
         try:
             self.client = Client(url, config_dir=conf_dir, **kwargs)
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001
             raise ClusterError(f"cannot create an HDFS client for {location.url}: {err}") from err
         self._single: bool | None = None
 

@@ -6,18 +6,14 @@ from typing import Any
 
 from volcano_pipelines.volcano.common import (
     code_env,
+    task_min_available,
     job_envelope,
     pod_template,
     storage_env,
     task,
-    task_min_available,
     volumes_and_mounts,
 )
-from volcano_pipelines.volcano.entrypoint import (
-    MPI_MASTER_SCRIPT,
-    MPI_WORKER_SCRIPT,
-    container_command,
-)
+from volcano_pipelines.volcano.entrypoint import MPI_MASTER_SCRIPT, MPI_WORKER_SCRIPT, container_command
 from volcano_pipelines.volcano.spec import DEFAULT_MPI_IMAGE, MPIJobSpec
 from volcano_pipelines.volcano.validate import validate_mpi
 

@@ -8,12 +8,12 @@ from typing import Any
 
 from volcano_pipelines.volcano.common import (
     code_env,
+    task_min_available,
     host,
     job_envelope,
     pod_template,
     storage_env,
     task,
-    task_min_available,
     volumes_and_mounts,
 )
 from volcano_pipelines.volcano.entrypoint import TF_SCRIPT, container_command

@@ -9,22 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.storage.trees import OLD_NS, age_dirs
 from volcano_pipelines.transfer import dest
 from volcano_pipelines.transfer.plan import Entry, temp_name
-
-OLD_NS = 1_600_000_000 * 10**9  # far in the past: listings read now are not racy
 
 
 def _make(root: Path, files: dict[str, bytes]) -> None:
     for rel, data in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(data)
-
-
-def _age_dirs(root: Path) -> None:
-    """Directory mtimes as if the last change was long ago (as after a real earlier run)."""
-    for directory, _, _ in os.walk(root):
-        os.utime(directory, ns=(OLD_NS, OLD_NS))
 
 
 def _paths(listing: dest.DestListing) -> set[str]:
@@ -37,7 +30,7 @@ def tree(tmp_path: Path) -> Path:
     _make(root, {"a": b"1", "d/b": b"22", "d/e/c": b"333", "f/x": b""})
     (root / ".vpipe").mkdir()
     (root / ".vpipe" / "lock").write_bytes(b"")
-    _age_dirs(root)
+    age_dirs(root)
     return root
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.storage.trees import read_tree, temp_files
+from tests.storage.trees import age_dirs, read_tree, temp_files
 from volcano_pipelines.cli import main
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.sync import SyncFailed, sync
@@ -115,16 +115,10 @@ def test_cli_exit_codes(src: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 # ---------------------------------------------------------------------------- scan cache
 
 
-def _age_dirs(root: Path) -> None:
-    old = 1_600_000_000 * 10**9
-    for directory, _, _ in os.walk(root):
-        os.utime(directory, ns=(old, old))
-
-
 def test_a_noop_resync_reads_no_directory_once_the_cache_is_saved(src: Path, tmp_path: Path) -> None:
     dst = tmp_path / "dst"
     sync(str(src), str(dst))
-    _age_dirs(dst)  # as if the copy finished long ago (listings read right after a change are not cached)
+    age_dirs(dst)
     warm = sync(str(src), str(dst))
     assert (warm.dest_dirs_read, warm.dest_dirs_cached, warm.skipped) == (3, 0, 3)
     mtime = os.stat(dst / ".vpipe" / "scan-cache.json").st_mtime_ns
@@ -137,7 +131,7 @@ def test_a_noop_resync_reads_no_directory_once_the_cache_is_saved(src: Path, tmp
 def test_a_file_removed_behind_the_cache_is_copied_again(src: Path, tmp_path: Path) -> None:
     dst = tmp_path / "dst"
     sync(str(src), str(dst))
-    _age_dirs(dst)
+    age_dirs(dst)
     sync(str(src), str(dst))
     (dst / "d/b.bin").unlink()
     result = sync(str(src), str(dst))
@@ -147,7 +141,7 @@ def test_a_file_removed_behind_the_cache_is_copied_again(src: Path, tmp_path: Pa
 def test_full_scan_finds_a_file_edited_in_place_that_the_cache_cannot(src: Path, tmp_path: Path) -> None:
     dst = tmp_path / "dst"
     sync(str(src), str(dst))
-    _age_dirs(dst)
+    age_dirs(dst)
     sync(str(src), str(dst))
     with open(dst / "d/b.bin", "r+b") as fh:
         fh.write(b"garbage")  # same size, new mtime, no change to the directory
@@ -168,7 +162,7 @@ def test_cli_full_scan_flag(src: Path, tmp_path: Path, capsys: pytest.CaptureFix
 
     dst = tmp_path / "dst"
     sync(str(src), str(dst))
-    _age_dirs(dst)
+    age_dirs(dst)
     sync(str(src), str(dst))
     assert main(["sync", "-q", "--json", "--full-scan", str(src), str(dst)]) == 0
     out = json.loads(capsys.readouterr().out)
