@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = ["EXIT_BAD_INPUT", "EXIT_CLUSTER", "EXIT_FAILED", "EXIT_OK", "ClusterError", "InputError", "VpipeError", "WorkFailed"]
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2

@@ -7,6 +7,8 @@ from typing import Any
 
 import yaml
 
+__all__ = ["to_yaml"]
+
 
 class _Dumper(yaml.SafeDumper):
     pass

@@ -67,7 +67,7 @@ def test_missing_queue_is_bad_input_and_creates_nothing(cluster: Any, namespace:
         capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 2, proc.stderr
-    assert "--queue (job.queue)='no-such-queue'" in proc.stderr and "default" in proc.stderr
+    assert "--queue='no-such-queue'" in proc.stderr and "default" in proc.stderr
     api = client.CustomObjectsApi(cluster.api_client())
     assert api.list_namespaced_custom_object("batch.volcano.sh", "v1alpha1", namespace, "jobs")["items"] == []
 
@@ -76,12 +76,12 @@ def test_watch_resumes_after_410_gone(cluster: Any, namespace: str, caplog: pyte
     """A resourceVersion the API server no longer serves (as after a long disconnect) gets a
     real `410 Gone`; the watch re-reads the job and carries on instead of failing."""
     from volcano_pipelines.k8s.client import connect
-    from volcano_pipelines.k8s.jobs import watch_job
+    from volcano_pipelines.k8s.volcano import watch_job
 
     job = build_tf_job(TFJobSpec(job=JobOptions(name="gone", namespace=namespace)))
     api = client.CustomObjectsApi(cluster.api_client())
     created = api.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", namespace, "jobs", job)
-    caplog.set_level("INFO", logger="volcano_pipelines.k8s.jobs")
+    caplog.set_level("INFO", logger="volcano_pipelines.k8s.watch")
     updates = watch_job(connect(str(cluster.kubeconfig)), namespace, "gone", lambda: 2, resource_version="1")
     first = next(u for u in updates if u is not None)
     assert first["metadata"]["uid"] == created["metadata"]["uid"]

@@ -61,6 +61,10 @@ class JobSession(Protocol):
         """The last lines of a pod's log where available."""
         ...
 
+    def missing(self) -> list[str]:
+        """Information the backend could not get (e.g. a permission was refused), one line each."""
+        ...
+
     def linger_seconds(self) -> float | None:
         """How long parameter servers kept running after the completion task finished, where
         the backend can measure it (None otherwise)."""

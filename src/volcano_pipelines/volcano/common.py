@@ -6,30 +6,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from volcano_pipelines.kube import pods as kube_pods
+from volcano_pipelines.labels import identity_labels
 from volcano_pipelines.volcano.entrypoint import CODE_DIR
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, Role, Storage
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
 KIND = "Job"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "volcano-pipelines"
-RUN_LABEL = "volcano-pipelines/run"
-STEP_LABEL = "volcano-pipelines/step"
-# Volcano's own labels on the pods it creates.
-VOLCANO_JOB_NAME_LABEL = "volcano.sh/job-name"
-VOLCANO_TASK_LABEL = "volcano.sh/task-spec"
 
 CODE_VOLUME = "vpipe-code"
 DATA_VOLUME = "vpipe-data"
 LOG_VOLUME = "vpipe-logs"
 CODE_PVC_VOLUME = "vpipe-code-pvc"
-
-
-def identity_labels(job: JobOptions, step: str) -> dict[str, str]:
-    labels = {MANAGED_BY_LABEL: MANAGED_BY, STEP_LABEL: step}
-    if job.run_id:
-        labels[RUN_LABEL] = job.run_id
-    return labels
 
 
 def host(job_name: str, task: str, index: int, port: int | None = None) -> str:
@@ -75,24 +63,7 @@ def volumes_and_mounts(
 
 
 def container_resources(role: Role) -> dict[str, dict[str, str]]:
-    """CPU is requested, not limited (a CPU limit throttles training); memory and GPUs are
-    limited to the request so the scheduler's view matches what the pod may use."""
-    requests: dict[str, str] = {}
-    limits: dict[str, str] = {}
-    if role.resources.cpu is not None:
-        requests["cpu"] = role.resources.cpu
-    if role.resources.memory is not None:
-        requests["memory"] = role.resources.memory
-        limits["memory"] = role.resources.memory
-    if role.resources.gpu:
-        requests["nvidia.com/gpu"] = str(role.resources.gpu)
-        limits["nvidia.com/gpu"] = str(role.resources.gpu)
-    resources: dict[str, dict[str, str]] = {}
-    if requests:
-        resources["requests"] = requests
-    if limits:
-        resources["limits"] = limits
-    return resources
+    return kube_pods.resources(role.resources.cpu, role.resources.memory, role.resources.gpu)
 
 
 def pod_template(
@@ -109,38 +80,29 @@ def pod_template(
     mounts: Sequence[Mapping[str, Any]],
     ports: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    user_env = [{"name": k, "value": v} for k, v in role.env.items()]
-    container: dict[str, Any] = {
-        "name": container_name,
-        "image": image,
-        "command": list(command),
-        "args": list(args),
-        "env": [dict(e) for e in env] + user_env,
-        "resources": container_resources(role),
-        "volumeMounts": [dict(m) for m in mounts],
-    }
-    if ports:
-        container["ports"] = [dict(p) for p in ports]
-    if job.image_pull_secrets:
-        # A private image cached on a node must not run for someone without the credentials.
-        container["imagePullPolicy"] = "Always"
-    spec: dict[str, Any] = {
+    container = kube_pods.container(
+        name=container_name,
+        image=image,
+        command=command,
+        args=args,
+        env=[*env, *kube_pods.env_list(role.env)],
+        resources=container_resources(role),
+        mounts=mounts,
+        ports=ports,
+        pull_always=bool(job.image_pull_secrets),
+    )
+    spec = kube_pods.pod_spec(
+        [container],
+        volumes=volumes,
         # Failures must reach Volcano's policies (bounded by maxRetry), not be hidden by kubelet restarts.
-        "restartPolicy": "Never",
-        "containers": [container],
-        "volumes": [dict(v) for v in volumes],
-    }
-    if job.image_pull_secrets:
-        spec["imagePullSecrets"] = [{"name": s} for s in job.image_pull_secrets]
-    if job.service_account:
-        spec["serviceAccountName"] = job.service_account
-    if role.node_selector:
-        spec["nodeSelector"] = dict(role.node_selector)
-    if role.tolerations:
-        spec["tolerations"] = [dict(t) for t in role.tolerations]
-    if job.priority_class:
-        spec["priorityClassName"] = job.priority_class
-    metadata: dict[str, Any] = {"labels": {**job.labels, **role.labels, **identity_labels(job, step)}}
+        restart_policy="Never",
+        image_pull_secrets=job.image_pull_secrets,
+        service_account=job.service_account,
+        node_selector=role.node_selector,
+        tolerations=role.tolerations,
+        priority_class=job.priority_class,
+    )
+    metadata: dict[str, Any] = {"labels": {**job.labels, **role.labels, **identity_labels(step, job.run_id)}}
     if role.annotations:
         metadata["annotations"] = dict(role.annotations)
     return {"metadata": metadata, "spec": spec}
@@ -212,7 +174,7 @@ def job_envelope(
         "metadata": {
             "name": job.name,
             "namespace": job.namespace,
-            "labels": {**job.labels, **identity_labels(job, step)},
+            "labels": {**job.labels, **identity_labels(step, job.run_id)},
         },
         "spec": spec,
     }

@@ -17,6 +17,8 @@ from volcano_pipelines.volcano.entrypoint import MPI_MASTER_SCRIPT, MPI_WORKER_S
 from volcano_pipelines.volcano.spec import DEFAULT_MPI_IMAGE, MPIJobSpec
 from volcano_pipelines.volcano.validate import validate_mpi
 
+__all__ = ["MASTER", "STEP", "WORKER", "WORKER_HOSTFILE", "build_mpi_job"]
+
 STEP = "train"
 MASTER = "mpimaster"
 WORKER = "mpiworker"

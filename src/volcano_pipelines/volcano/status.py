@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+__all__ = ["FAILED_PHASES", "FINAL_PHASES", "SUCCEEDED_PHASES", "JobStatus", "PodFailure", "TaskCounts", "counts_from_pods", "final_counts", "format_progress", "job_status", "latest_counts", "pod_failure", "pod_task", "podgroup_name", "podgroup_phase", "scheduling_problem", "scheduling_problem_from_events"]
+
 SUCCEEDED_PHASES = frozenset({"Completed"})
 FAILED_PHASES = frozenset({"Failed", "Aborted", "Terminated"})
 FINAL_PHASES = SUCCEEDED_PHASES | FAILED_PHASES
@@ -25,7 +27,7 @@ class TaskCounts:
     def empty(self) -> bool:
         return not (self.pending or self.running or self.succeeded or self.failed)
 
-    def as_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int]:
         return {"pending": self.pending, "running": self.running, "succeeded": self.succeeded, "failed": self.failed}
 
 
@@ -55,7 +57,7 @@ class PodFailure:
     message: str | None
     log_tail: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "pod": self.pod,
             "task": self.task,

@@ -20,6 +20,8 @@ from volcano_pipelines.volcano.entrypoint import TF_SCRIPT, container_command
 from volcano_pipelines.volcano.spec import DEFAULT_TF_IMAGE, Role, TFJobSpec
 from volcano_pipelines.volcano.validate import validate_tf
 
+__all__ = ["STEP", "build_tf_job", "cluster_spec", "completing_task", "roles"]
+
 STEP = "train"
 # Task order matters only for readability of the rendered YAML.
 TASK_ORDER = ("chief", "ps", "worker", "evaluator")

@@ -289,3 +289,17 @@ def validate_mpi(spec: MPIJobSpec) -> None:
     for i, arg in enumerate(spec.mpiexec_args):
         check_process_string(f"mpiexec_args[{i}]", arg)
     check_positive("slots_per_worker", spec.slots_per_worker)
+
+
+def parse_toleration(raw: str) -> dict[str, Any]:
+    """kubectl's taint form `KEY[=VALUE]:EFFECT` -> a toleration (Equal with a value, Exists
+    without)."""
+    if not isinstance(raw, str):
+        _fail("toleration", raw, "KEY[=VALUE]:EFFECT, e.g. gpu=true:NoSchedule or dedicated:NoExecute")
+    spec, sep, effect = raw.rpartition(":")
+    if not sep or not spec:
+        _fail("toleration", raw, "KEY[=VALUE]:EFFECT, e.g. gpu=true:NoSchedule or dedicated:NoExecute")
+    key, eq, value = spec.partition("=")
+    if eq:
+        return {"key": key, "operator": "Equal", "value": value, "effect": effect}
+    return {"key": key, "operator": "Exists", "effect": effect}

@@ -11,7 +11,9 @@ import pytest
 import yaml
 
 from volcano_pipelines.cli import main
-from volcano_pipelines.cli.train import flag_for
+from volcano_pipelines.cli.flags import flag_for
+from volcano_pipelines.steps.train import render_mpi, render_tf
+from volcano_pipelines.steps.train_spec import MPI_TASKS, TF_TASKS, param_for
 
 
 def render(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -145,12 +147,18 @@ def test_unreachable_cluster_exits_3(capsys: pytest.CaptureFixture[str], tmp_pat
     assert main(["train", "tf", "--name", "m", "--kubeconfig", str(tmp_path / "nope"), "-q"]) == 3
 
 
-def test_flag_for_maps_spec_paths() -> None:
-    assert flag_for("worker.resources.gpu") == "--worker-gpus"
-    assert flag_for("mpiworker.replicas") == "--workers"
-    assert flag_for("worker.env[A]") == "--env"
-    assert flag_for("job.image_pull_secrets[1]") == "--image-pull-secret"
-    assert flag_for("unknown.thing") is None
+def test_flag_for_maps_spec_paths_through_step_arguments() -> None:
+    def tf(field: str) -> str | None:
+        return flag_for(render_tf, param_for(field), TF_TASKS)
+
+    assert param_for("worker.resources.gpu") == "gpus[worker]" and tf("worker.resources.gpu") == "--worker-gpus"
+    assert flag_for(render_mpi, param_for("mpiworker.replicas"), MPI_TASKS) == "--workers"
+    assert flag_for(render_mpi, param_for("mpimaster.resources.memory"), MPI_TASKS) == "--mpimaster-memory"
+    assert tf("worker.env[A]") == "--env" and tf("worker.env name") == "--env"
+    assert tf("job.image_pull_secrets[1]") == "--image-pull-secret"
+    assert tf("job.ttl_seconds_after_finished") == "--ttl"
+    assert tf("args[0]") == "arguments after --"
+    assert tf("unknown.thing") is None
 
 
 def test_console_script_and_broken_pipe() -> None:

@@ -1,0 +1,100 @@
+"""The cluster backend: a Kubernetes API server with Volcano, through the generic client."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from volcano_pipelines.backends.base import Job, Pod, Scheduling
+from volcano_pipelines.k8s import pods as k8s_pods
+from volcano_pipelines.k8s import volcano as k8s_volcano
+from volcano_pipelines.k8s.client import Cluster
+from volcano_pipelines.k8s.errors import Forbidden
+from volcano_pipelines.volcano.status import (
+    podgroup_name,
+    podgroup_phase,
+    scheduling_problem,
+    scheduling_problem_from_events,
+)
+
+__all__ = ["ClusterBackend", "ClusterSession"]
+
+
+class ClusterBackend:
+    name = "cluster"
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def submit(self, manifest: Job) -> tuple[Job, bool]:
+        return k8s_volcano.create_or_attach(self.cluster, manifest)
+
+    def get(self, namespace: str, name: str) -> Job | None:
+        job = k8s_volcano.get_job(self.cluster, namespace, name)
+        if job is None:
+            k8s_volcano.check_api(self.cluster)
+        return job
+
+    def session(self, job: Job, log_lines: int) -> ClusterSession:
+        return ClusterSession(self.cluster, job, log_lines)
+
+
+class ClusterSession:
+    def __init__(self, cluster: Cluster, job: Job, log_lines: int) -> None:
+        meta = job["metadata"]
+        self.cluster = cluster
+        self.job = job
+        self.namespace: str = meta["namespace"]
+        self.name: str = meta["name"]
+        self._missing = k8s_pods.MissingInfo()
+        self._watcher = k8s_pods.FailedPodWatcher(cluster, self.namespace, self.name, log_lines, self._missing)
+
+    def __enter__(self) -> ClusterSession:
+        self._watcher.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._watcher.__exit__(*exc)
+
+    def watch(self, window: Callable[[], float]) -> Iterator[Job | None]:
+        for update in k8s_volcano.watch_job(self.cluster, self.namespace, self.name, window):
+            if update is not None:
+                self.job = update
+            yield update
+
+    def scheduling(self) -> Scheduling:
+        group_name = podgroup_name(self.job)
+        try:
+            group = k8s_volcano.get_podgroup(self.cluster, self.namespace, group_name)
+        except Forbidden:
+            self._missing.denied("get", "podgroups.scheduling.volcano.sh", "the scheduler's reason for waiting")
+            group = None
+        problem = scheduling_problem(group) or scheduling_problem_from_events(
+            k8s_pods.job_events(self.cluster, self.namespace, group_name, self._missing)
+        )
+        return Scheduling(problem=problem, admitted=podgroup_phase(group) == "Inqueue")
+
+    def nudge(self) -> None:
+        k8s_volcano.send_command(self.cluster, self.job, "SyncJob", "PendingAfterInqueue")
+
+    def abort(self, reason: str) -> str:
+        return k8s_volcano.abort_job(self.cluster, self.job, reason)
+
+    def delete(self) -> None:
+        k8s_volcano.delete_job(self.cluster, self.namespace, self.name)
+
+    def failed_pods(self) -> list[Pod]:
+        return self._watcher.failed_pods()
+
+    def pods(self) -> list[Pod]:
+        return k8s_pods.job_pods(self.cluster, self.namespace, self.name)
+
+    def log_tail(self, pod: str, lines: int) -> str | None:
+        return self._watcher.log_tail(pod) or k8s_pods.pod_log_tail(self.cluster, self.namespace, pod, lines, self._missing)
+
+    def missing(self) -> list[str]:
+        return self._missing.notes()
+
+    def linger_seconds(self) -> float | None:
+        # Volcano deletes the parameter servers on CompleteJob; the pods' own timestamps do not
+        # record when. The reap step measures linger on the cluster.
+        return None

@@ -1,0 +1,114 @@
+"""Typed errors for what the API server answered. Callers branch on the type, never on the
+message; the CLI maps each to its exit code through `errors.VpipeError.exit_code`."""
+
+from __future__ import annotations
+
+import json
+
+import urllib3
+from kubernetes.client.rest import ApiException
+
+from volcano_pipelines.errors import EXIT_BAD_INPUT, ClusterError
+
+__all__ = [
+    "Conflict",
+    "Forbidden",
+    "Invalid",
+    "KubeError",
+    "NotFound",
+    "Unavailable",
+    "from_exception",
+    "is_connection_refused",
+    "is_transient",
+]
+
+# Answers that mean "not right now": a restarting API server, throttling, a gateway.
+TRANSIENT_STATUS = frozenset({0, 429, 500, 502, 503, 504})
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    urllib3.exceptions.HTTPError,  # MaxRetryError, ProtocolError, ReadTimeoutError, ...
+    ConnectionError,
+    TimeoutError,
+)
+
+
+class KubeError(ClusterError):
+    """The API server refused or could not be asked. `status` is the HTTP status (0: no answer)."""
+
+    def __init__(self, message: str, *, status: int = 0, action: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.action = action
+
+
+class NotFound(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    pass
+
+
+class Forbidden(KubeError):
+    """401 / 403: the credentials may not do this (RBAC)."""
+
+
+class Invalid(KubeError):
+    """422: the API server rejected the object; the input was wrong, nothing was created."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class Unavailable(KubeError):
+    """No answer (connection refused, timeouts) or a transient status after the last retry."""
+
+
+def is_transient(err: BaseException) -> bool:
+    if isinstance(err, ApiException):
+        return err.status in TRANSIENT_STATUS
+    return isinstance(err, TRANSIENT_ERRORS)
+
+
+def is_connection_refused(err: BaseException) -> bool:
+    """Nothing listens at the address: retrying for long only delays the error."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError):
+            return True
+        reason = getattr(current, "reason", None)
+        current = reason if isinstance(reason, BaseException) else current.__cause__ or current.__context__
+    return "Connection refused" in str(err)
+
+
+def api_message(err: ApiException) -> str:
+    try:
+        body = json.loads(err.body or "{}")
+        return str(body.get("message") or err.reason)
+    except (ValueError, TypeError, AttributeError):
+        return str(err.reason)
+
+
+def from_exception(err: BaseException, action: str, host: str = "") -> KubeError:
+    """One clear sentence, and the right type, for what went wrong while doing `action`."""
+    where = f" at {host}" if host else ""
+    if isinstance(err, KubeError):
+        return err
+    if isinstance(err, ApiException) and err.status:
+        detail = api_message(err)
+        status = err.status
+        if status in (401, 403):
+            return Forbidden(f"permission denied to {action}{where} (HTTP {status}): {detail}", status=status, action=action)
+        if status == 404:
+            return NotFound(f"not found while trying to {action}{where}: {detail}", status=status, action=action)
+        if status == 409:
+            return Conflict(f"conflict while trying to {action}{where}: {detail}", status=status, action=action)
+        if status == 422:
+            return Invalid(f"the API server rejected the object while trying to {action}: {detail}", status=status, action=action)
+        if status in TRANSIENT_STATUS:
+            return Unavailable(f"the API server{where} did not answer while trying to {action} (HTTP {status}): {detail}",
+                               status=status, action=action)
+        return KubeError(f"cannot {action}{where} (HTTP {status}): {detail}", status=status, action=action)
+    if is_connection_refused(err):
+        return Unavailable(f"cannot reach the Kubernetes API server{where} to {action}: connection refused", action=action)
+    return Unavailable(f"cannot reach the Kubernetes API server{where} to {action}: {err}", action=action)

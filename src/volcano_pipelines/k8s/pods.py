@@ -1,0 +1,165 @@
+"""Pods, events and logs of a job: the reads a failure report and a scheduling hint need, and
+the watch that catches failed pods before Volcano deletes them. Each of these is a source of
+hints, not of the result: a refusal is reported once (naming the verb and resource) and
+recorded as missing information, never swallowed."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from kubernetes import watch
+
+from volcano_pipelines.k8s.client import Cluster
+from volcano_pipelines.k8s.errors import Forbidden, from_exception
+from volcano_pipelines.k8s.watch import WATCH_WINDOW_SECONDS
+
+__all__ = ["FailedPodWatcher", "MissingInfo", "job_events", "job_pods", "pod_log_tail"]
+
+log = logging.getLogger(__name__)
+
+# Volcano's own label on the pods it creates.
+VOLCANO_JOB_NAME_LABEL = "volcano.sh/job-name"
+
+Obj = dict[str, Any]
+
+
+class MissingInfo:
+    """What a step could not find out because a permission was refused: warned once per
+    (verb, resource), listed in the step's result."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._notes: dict[tuple[str, str], str] = {}
+
+    def denied(self, verb: str, resource: str, missing: str) -> None:
+        with self._lock:
+            if (verb, resource) in self._notes:
+                return
+            note = f"{missing} (permission to {verb} {resource} denied)"
+            self._notes[(verb, resource)] = note
+        log.warning("permission to %s %s denied: %s is not available; grant the step's ServiceAccount "
+                    "'%s' on '%s'", verb, resource, missing, verb, resource)
+
+    def notes(self) -> list[str]:
+        with self._lock:
+            return list(self._notes.values())
+
+
+def job_pods(cluster: Cluster, namespace: str, job_name: str) -> list[Obj]:
+    pods = cluster.call(
+        f"list pods of job {namespace}/{job_name}",
+        lambda: cluster.core.list_namespaced_pod(namespace, label_selector=f"{VOLCANO_JOB_NAME_LABEL}={job_name}"),
+    )
+    return [cluster.to_dict(p) for p in pods.items]
+
+
+def job_events(cluster: Cluster, namespace: str, involved_name: str, missing: MissingInfo) -> list[Obj]:
+    try:
+        events = cluster.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={involved_name}")
+        return [cluster.to_dict(e) for e in events.items]
+    except Exception as err:  # noqa: BLE001 - typed below; a blip only delays the hint
+        if isinstance(from_exception(err, "list events"), Forbidden):
+            missing.denied("list", "events", "scheduling warnings from events")
+        else:
+            log.debug("cannot list events for %s/%s: %s", namespace, involved_name, err)
+        return []
+
+
+def pod_log_tail(cluster: Cluster, namespace: str, pod: str, lines: int, missing: MissingInfo) -> str | None:
+    """The last lines of a pod's log where the API serves them (not with fake kubelets)."""
+    try:
+        text = cluster.core.read_namespaced_pod_log(pod, namespace, tail_lines=lines, _request_timeout=10)
+        return text or None
+    except Exception as err:  # noqa: BLE001 - logs are a bonus; the failure report stands without them
+        if isinstance(from_exception(err, "read pod log"), Forbidden):
+            missing.denied("get", "pods/log", "the failed pod's last log lines")
+        else:
+            log.debug("no logs for pod %s/%s: %s", namespace, pod, err)
+        return None
+
+
+class FailedPodWatcher:
+    """Collects the job's pods that reach phase Failed, as they fail. Volcano deletes a failed
+    pod as soon as it restarts or ends the job (and a kubelet removes it quickly), so a list
+    taken when the job status says "failed" can come too late. One watch stream, filtered
+    by the API server to failed pods, whatever the number of pods; the first few failures
+    also get their last log lines while the pod still exists."""
+
+    LOGGED_FAILURES = 3
+
+    def __init__(self, cluster: Cluster, namespace: str, job_name: str, log_lines: int, missing: MissingInfo) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.job_name = job_name
+        self.log_lines = log_lines
+        self.missing = missing
+        self._pods: dict[str, Obj] = {}
+        self._log_tails: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._stream: Any = None
+        self._thread = threading.Thread(target=self._run, name=f"failed-pods-{job_name}", daemon=True)
+
+    def __enter__(self) -> FailedPodWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stopped.set()
+        stream = self._stream
+        if stream is not None:
+            stream.stop()
+        # The stream returns at its next event or window end; don't hold the step for it.
+        self._thread.join(timeout=1.0)
+
+    def failed_pods(self) -> list[Obj]:
+        with self._lock:
+            return list(self._pods.values())
+
+    def log_tail(self, pod_name: str) -> str | None:
+        with self._lock:
+            return self._log_tails.get(pod_name)
+
+    def _run(self) -> None:
+        delays = self.cluster.policy.delays()
+        while not self._stopped.is_set():
+            self._stream = stream = watch.Watch()
+            try:
+                for event in stream.stream(
+                    self.cluster.core.list_namespaced_pod,
+                    self.namespace,
+                    label_selector=f"{VOLCANO_JOB_NAME_LABEL}={self.job_name}",
+                    field_selector="status.phase=Failed",
+                    timeout_seconds=WATCH_WINDOW_SECONDS,
+                    _request_timeout=WATCH_WINDOW_SECONDS + 10,
+                ):
+                    if self._stopped.is_set():
+                        break
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        self._record(self.cluster.to_dict(event["object"]))
+                delays = self.cluster.policy.delays()
+            except Exception as err:  # noqa: BLE001 - typed below
+                if isinstance(from_exception(err, "watch pods"), Forbidden):
+                    # Retrying cannot help: say so once, and fall back to the end-of-run list.
+                    self.missing.denied("watch", "pods", "failed pods deleted before the job ended")
+                    return
+                log.debug("failed-pod watch for %s/%s interrupted: %s", self.namespace, self.job_name, err)
+                self._stopped.wait(next(delays))
+            finally:
+                stream.stop()
+
+    def _record(self, pod: Obj) -> None:
+        uid = pod["metadata"]["uid"]
+        with self._lock:
+            if uid in self._pods:
+                return
+            first_ones = len(self._pods) < self.LOGGED_FAILURES
+            self._pods[uid] = pod
+        if first_ones and self.log_lines > 0:
+            name = pod["metadata"]["name"]
+            tail = pod_log_tail(self.cluster, self.namespace, name, self.log_lines, self.missing)
+            if tail:
+                with self._lock:
+                    self._log_tails[name] = tail

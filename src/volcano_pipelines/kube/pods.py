@@ -1,0 +1,96 @@
+"""Containers and pod specs: the pieces every workload of ours shares, Volcano Job or
+Deployment."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["container", "env_list", "pod_spec", "resources"]
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def resources(cpu: str | None, memory: str | None, gpus: int = 0) -> dict[str, dict[str, str]]:
+    """CPU is requested, not limited (a CPU limit throttles training and serving); memory and
+    GPUs are limited to the request so the scheduler's view matches what the pod may use."""
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    if cpu is not None:
+        requests["cpu"] = cpu
+    if memory is not None:
+        requests["memory"] = memory
+        limits["memory"] = memory
+    if gpus:
+        requests[GPU_RESOURCE] = str(gpus)
+        limits[GPU_RESOURCE] = str(gpus)
+    out: dict[str, dict[str, str]] = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def env_list(values: Mapping[str, str]) -> list[dict[str, str]]:
+    return [{"name": k, "value": v} for k, v in values.items()]
+
+
+def container(
+    *,
+    name: str,
+    image: str,
+    command: Sequence[str] = (),
+    args: Sequence[str] = (),
+    env: Sequence[Mapping[str, Any]] = (),
+    resources: Mapping[str, Any] | None = None,
+    mounts: Sequence[Mapping[str, Any]] = (),
+    ports: Sequence[Mapping[str, Any]] = (),
+    pull_always: bool = False,
+    readiness_probe: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "image": image}
+    if command:
+        out["command"] = list(command)
+    if args or command:
+        out["args"] = list(args)
+    out["env"] = [dict(e) for e in env]
+    out["resources"] = dict(resources or {})
+    out["volumeMounts"] = [dict(m) for m in mounts]
+    if ports:
+        out["ports"] = [dict(p) for p in ports]
+    if readiness_probe:
+        out["readinessProbe"] = dict(readiness_probe)
+    if pull_always:
+        # A private image cached on a node must not run for someone without the credentials.
+        out["imagePullPolicy"] = "Always"
+    return out
+
+
+def pod_spec(
+    containers: Sequence[Mapping[str, Any]],
+    *,
+    volumes: Sequence[Mapping[str, Any]] = (),
+    restart_policy: str | None = None,
+    image_pull_secrets: Sequence[str] = (),
+    service_account: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    tolerations: Sequence[Mapping[str, Any]] = (),
+    priority_class: str | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if restart_policy:
+        spec["restartPolicy"] = restart_policy
+    spec["containers"] = [dict(c) for c in containers]
+    spec["volumes"] = [dict(v) for v in volumes]
+    if image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": s} for s in image_pull_secrets]
+    if service_account:
+        spec["serviceAccountName"] = service_account
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if tolerations:
+        spec["tolerations"] = [dict(t) for t in tolerations]
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return spec

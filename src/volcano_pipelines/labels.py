@@ -1,0 +1,23 @@
+"""Identity labels every object this package creates carries (DESIGN.md, "Idempotency"): the
+builders put them on, the client finds a run's objects by them."""
+
+from __future__ import annotations
+
+__all__ = ["MANAGED_BY", "MANAGED_BY_LABEL", "RUN_LABEL", "STEP_LABEL", "identity_labels", "run_selector"]
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "volcano-pipelines"
+RUN_LABEL = "volcano-pipelines/run"
+STEP_LABEL = "volcano-pipelines/step"
+
+
+def identity_labels(step: str, run_id: str | None) -> dict[str, str]:
+    labels = {MANAGED_BY_LABEL: MANAGED_BY, STEP_LABEL: step}
+    if run_id:
+        labels[RUN_LABEL] = run_id
+    return labels
+
+
+def run_selector(run_id: str, step: str) -> str:
+    """The label selector of the objects one run's step created."""
+    return f"{RUN_LABEL}={run_id},{STEP_LABEL}={step}"

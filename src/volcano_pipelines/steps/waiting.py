@@ -1,0 +1,309 @@
+"""The wait policy, written once against the backend protocol: submit or attach, follow the
+job to its end, show why it waits, nudge a job Volcano's controller missed, enforce the step
+timeout (abort), and clean up on SIGTERM / Ctrl-C per `on_cancel`. Time comes from an
+injectable clock, so every behaviour is unit-tested without sleeping."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from volcano_pipelines.backends.base import Backend, Job, JobSession
+from volcano_pipelines.errors import WorkFailed
+from volcano_pipelines.labels import RUN_LABEL
+from volcano_pipelines.progress import Progress
+from volcano_pipelines.steps.results import TrainResult
+from volcano_pipelines.volcano.status import (
+    FAILED_PHASES,
+    FINAL_PHASES,
+    PodFailure,
+    TaskCounts,
+    counts_from_pods,
+    final_counts,
+    job_status,
+    latest_counts,
+    pod_failure,
+)
+
+__all__ = ["ON_CANCEL_CHOICES", "Cancelled", "WaitPolicy", "job_result", "run"]
+
+log = logging.getLogger(__name__)
+
+ON_CANCEL_CHOICES = ("delete", "abort", "keep")
+
+
+@dataclass(frozen=True)
+class WaitPolicy:
+    timeout_seconds: float | None = None  # None: wait as long as it takes
+    on_cancel: str = "delete"  # what SIGTERM / Ctrl-C does to the job: delete | abort | keep
+    wait: bool = True
+    log_lines: int = 20
+    # How long one watch request may stay open once the job runs (each return is a chance to
+    # look at the deadline).
+    watch_window_seconds: float = 20
+    # While the gang waits, how often to ask why (one read, whatever the job size).
+    hint_interval_seconds: float = 5
+    # After an abort, how long to wait for the backend to report the job Aborted.
+    abort_wait_seconds: float = 60
+    # A job still Pending this long after its gang was admitted (Volcano: PodGroup Inqueue)
+    # was missed by the job controller (seen after an API server restart: an informer
+    # re-list swallowed the phase change); a nudge makes it look again.
+    stuck_admitted_seconds: float = 30
+
+
+class Cancelled(WorkFailed):
+    """The step was asked to stop (SIGTERM from a cancelled pipeline, or Ctrl-C)."""
+
+
+def run(
+    backend: Backend,
+    manifest: Job,
+    policy: WaitPolicy,
+    progress: Progress | None = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    handle_signals: bool = True,
+) -> TrainResult:
+    """Submit (or attach to) a rendered job and, unless told not to, wait for its end."""
+    progress = progress or Progress()
+    meta = manifest["metadata"]
+    with _stop_signals(handle_signals):
+        job, created = backend.submit(manifest)
+        log.info("%s job %s/%s (run %s) on the %s backend", "created" if created else "attached to existing",
+                 meta["namespace"], meta["name"], meta["labels"].get(RUN_LABEL), backend.name)
+        if not policy.wait:
+            return _result(job, created=created, backend=backend.name)
+        with backend.session(job, policy.log_lines) as session:
+            try:
+                return _Waiter(session, job, created, policy, progress, clock, backend.name).wait()
+            except Cancelled as err:
+                done = _cancel(session, policy.on_cancel)
+                raise Cancelled(f"{err}; job {meta['namespace']}/{meta['name']} {done}") from None
+
+
+def job_result(backend: Backend, namespace: str, name: str, log_lines: int = 20) -> TrainResult:
+    """The current state of a job (for `vpipe status`)."""
+    job = backend.get(namespace, name)
+    if job is None:
+        return TrainResult(name=name, namespace=namespace, run_id=None, phase="NotFound", succeeded=False,
+                           backend=backend.name, message=f"job {namespace}/{name} does not exist")
+    failure = None
+    missing: list[str] = []
+    if job_status(job).phase in FAILED_PHASES:
+        with backend.session(job, log_lines) as session:
+            failure = pod_failure(session.pods())
+            if failure is not None and log_lines > 0:
+                failure = replace(failure, log_tail=session.log_tail(failure.pod, log_lines))
+            missing = session.missing()
+    return _result(job, created=False, backend=backend.name, failure=failure, missing=missing)
+
+
+class _Waiter:
+    """One wait: the loop's state lives here so each decision is a small method."""
+
+    def __init__(self, session: JobSession, job: Job, created: bool, policy: WaitPolicy, progress: Progress,
+                 clock: Callable[[], float], backend: str) -> None:
+        self.session = session
+        self.job = job
+        self.created = created
+        self.policy = policy
+        self.progress = progress
+        self.clock = clock
+        self.backend = backend
+        meta = job["metadata"]
+        self.namespace, self.name = meta["namespace"], meta["name"]
+        started = clock()
+        self.deadline = started + policy.timeout_seconds if policy.timeout_seconds else None
+        self.problem: str | None = None
+        self.counts: dict[str, TaskCounts] = {}
+        self.failures_logged = 0
+        self.last_hint: float | None = None
+        self.admitted_since: float | None = None
+        self.last_nudge: float | None = None
+
+    def window(self) -> float:
+        """How long the next watch request may stay open: short while waiting for the gang
+        (hints) and never past the deadline."""
+        waiting = self.problem is not None or job_status(self.job).phase in ("Pending", "Inqueue")
+        base = self.policy.hint_interval_seconds if waiting else self.policy.watch_window_seconds
+        if self.deadline is None:
+            return base
+        return max(1.0, min(base, self.deadline - self.clock() + 1))
+
+    def wait(self) -> TrainResult:
+        status = job_status(self.job)
+        finished = status.finished
+        if not finished:
+            for update in self.session.watch(self.window):
+                if update is not None:
+                    self.job = update
+                status = job_status(self.job)
+                self.counts = latest_counts(self.counts, status.tasks)
+                self._log_new_failures()
+                if status.finished:
+                    finished = True
+                    break
+                now = self.clock()
+                if status.phase == "Pending":
+                    self._pending_hints(now)
+                else:
+                    self.problem = None
+                self.progress.job(self.name, status, self.problem)
+                if self.deadline is not None and now >= self.deadline:
+                    return self._timed_out()
+        if not finished:
+            return TrainResult(
+                name=self.name, namespace=self.namespace, run_id=_run_id(self.job), phase="Deleted", succeeded=False,
+                created=self.created, backend=self.backend, missing=self.session.missing(),
+                message=f"job {self.namespace}/{self.name} was deleted before it finished",
+            )
+        # One pod list at the end, whatever the size: what remains, and who failed.
+        pods = self.session.pods()
+        failure = None
+        if status.phase in FAILED_PHASES:
+            failure = pod_failure(self.session.failed_pods() + pods)
+            if failure is not None and self.policy.log_lines > 0:
+                failure = replace(failure, log_tail=self.session.log_tail(failure.pod, self.policy.log_lines))
+        counts = final_counts(self.counts, counts_from_pods(pods))
+        self.progress.job(self.name, replace(status, tasks=counts), None)
+        return _result(self.job, created=self.created, backend=self.backend, failure=failure, counts=counts,
+                       missing=self.session.missing(), linger=self.session.linger_seconds())
+
+    def _log_new_failures(self) -> None:
+        failed = self.session.failed_pods()
+        for pod in failed[self.failures_logged:]:
+            reported = pod_failure([pod])
+            if reported is not None:
+                log.warning("job %s/%s: %s", self.namespace, self.name, reported.describe())
+                self.progress.note(f"job {self.name}: {reported.describe()}")
+        self.failures_logged = len(failed)
+
+    def _pending_hints(self, now: float) -> None:
+        if self.last_hint is not None and now - self.last_hint < self.policy.hint_interval_seconds:
+            return
+        self.last_hint = now
+        hint = self.session.scheduling()
+        self.problem = hint.problem or self.problem
+        if not hint.admitted:
+            self.admitted_since = None
+            return
+        self.admitted_since = self.admitted_since if self.admitted_since is not None else now
+        stuck = now - self.admitted_since >= self.policy.stuck_admitted_seconds
+        recently = self.last_nudge is not None and now - self.last_nudge < self.policy.stuck_admitted_seconds
+        if stuck and not recently:
+            log.warning("job %s/%s: still Pending %.0fs after its gang was admitted; asking the controller to "
+                        "sync it", self.namespace, self.name, now - self.admitted_since)
+            self.session.nudge()
+            self.last_nudge = now
+
+    def _timed_out(self) -> TrainResult:
+        phase_then = job_status(self.job).phase
+        done = self.session.abort("StepTimeout")
+        log.warning("job %s/%s: step timeout of %ss reached while %s; %s", self.namespace, self.name,
+                    self.policy.timeout_seconds, phase_then, done)
+        final = self.job
+        if done == "aborted":
+            give_up = self.clock() + self.policy.abort_wait_seconds
+            for update in self.session.watch(lambda: 5):
+                if update is not None:
+                    final = update
+                if job_status(final).phase in FINAL_PHASES or self.clock() > give_up:
+                    break
+        result = _result(final, created=self.created, backend=self.backend, missing=self.session.missing())
+        # The step failed even if the job happened to complete while it was being aborted:
+        # a timeout is the step's verdict, and what it ran may be incomplete.
+        result.succeeded = False
+        result.message = (
+            f"timed out after {self.policy.timeout_seconds:g}s while the job was {phase_then}"
+            + (f" ({self.problem})" if self.problem else "")
+            + f"; job {done}"
+        )
+        self.progress.job(self.name, job_status(final), None)
+        return result
+
+
+def _cancel(session: JobSession, on_cancel: str) -> str:
+    if on_cancel == "delete":
+        session.delete()
+        return "deleted"
+    if on_cancel == "abort":
+        return session.abort("StepCancelled")
+    return "kept"
+
+
+def _run_id(job: Job) -> str | None:
+    return ((job.get("metadata") or {}).get("labels") or {}).get(RUN_LABEL)
+
+
+def _seconds_between(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    return (datetime.fromisoformat(end.replace("Z", "+00:00")) - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
+
+
+def _result(
+    job: Job,
+    *,
+    created: bool,
+    backend: str,
+    failure: PodFailure | None = None,
+    counts: dict[str, TaskCounts] | None = None,
+    missing: list[str] | None = None,
+    linger: float | None = None,
+) -> TrainResult:
+    meta = job["metadata"]
+    status = job_status(job)
+    tasks = latest_counts(counts or {}, status.tasks)
+    state: dict[str, Any] = (job.get("status") or {}).get("state") or {}
+    duration = _seconds_between(meta.get("creationTimestamp"), state.get("lastTransitionTime")) if status.finished else None
+    message = None
+    if status.phase in FAILED_PHASES:
+        message = f"job {meta['namespace']}/{meta['name']} {status.phase}"
+        if status.retries:
+            message += f" after {status.retries} restart(s)"
+        if failure is not None:
+            message += f": {failure.describe()}"
+        elif status.message:
+            message += f": {status.message}"
+    return TrainResult(
+        name=meta["name"],
+        namespace=meta["namespace"],
+        run_id=_run_id(job),
+        phase=status.phase,
+        succeeded=status.succeeded,
+        created=created,
+        backend=backend,
+        duration_seconds=duration,
+        retries=status.retries,
+        tasks={task: task_counts.to_dict() for task, task_counts in tasks.items()},
+        failure=failure.to_dict() if failure else None,
+        message=message,
+        ps_linger_seconds=linger,
+        missing=list(missing or []),
+    )
+
+
+@contextmanager
+def _stop_signals(enabled: bool) -> Iterator[None]:
+    """Turn SIGTERM (a cancelled pipeline) and SIGINT into Cancelled so the job is cleaned up
+    per on_cancel; only possible from the main thread."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        raise Cancelled(f"cancelled by {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

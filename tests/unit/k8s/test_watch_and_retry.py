@@ -1,0 +1,151 @@
+"""The client layer's own logic without a server: the watch resumes after a dropped
+connection and after `410 Gone`, the retry policy retries only what is transient (fast when
+nothing listens), and answers become typed errors. The transport is scripted; sleeps are
+recorded, never slept."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import urllib3
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from volcano_pipelines.k8s import errors, retry
+from volcano_pipelines.k8s.client import Cluster
+from volcano_pipelines.k8s.watch import watch_named
+
+
+def obj(rv: str, phase: str = "Running") -> dict[str, Any]:
+    return {"metadata": {"name": "j", "resourceVersion": rv}, "status": {"state": {"phase": phase}}}
+
+
+class ScriptedWatch:
+    """Stands in for kubernetes.watch.Watch: each stream() call plays the next script entry (a
+    list of events, or an exception raised after its events)."""
+
+    def __init__(self, streams: list[list[Any]], seen: list[dict[str, Any]]) -> None:
+        self.streams = streams
+        self.seen = seen
+
+    def stream(self, _fn: Any, *_args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        self.seen.append(kwargs)
+        for item in self.streams.pop(0):
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def stop(self) -> None:
+        pass
+
+
+def cluster(sleeps: list[float]) -> Cluster:
+    return Cluster(api=client.ApiClient(), host="https://test", sleep=sleeps.append)
+
+
+def test_watch_resumes_after_a_dropped_connection_from_the_last_version() -> None:
+    sleeps: list[float] = []
+    seen: list[dict[str, Any]] = []
+    streams = [
+        [{"type": "MODIFIED", "object": obj("11")}, urllib3.exceptions.ProtocolError("connection reset")],
+        [{"type": "MODIFIED", "object": obj("12", "Completed")}],
+    ]
+    gets = iter([obj("10", "Pending")])
+    out = []
+    for item in watch_named(cluster(sleeps), "job ns/j", lambda: next(gets), lambda: None, (), "j",
+                            new_watch=lambda: ScriptedWatch(streams, seen)):
+        out.append(item)
+        if item is not None and item["status"]["state"]["phase"] == "Completed":
+            break
+    phases = [o["status"]["state"]["phase"] if o else None for o in out]
+    assert phases == ["Pending", "Running", None, "Completed"]
+    assert [s["resource_version"] for s in seen] == ["10", "11"]  # resumed, not restarted
+    assert sleeps == [0.5]
+
+
+def test_watch_rereads_after_410_gone_and_ends_when_deleted() -> None:
+    sleeps: list[float] = []
+    seen: list[dict[str, Any]] = []
+    streams = [
+        [{"type": "ERROR", "object": {"code": 410, "message": "too old resource version"}}],
+        [ApiException(status=410, reason="Gone")],
+        [{"type": "DELETED", "object": obj("30")}],
+    ]
+    gets = iter([obj("10"), obj("20"), obj("25")])
+    out = list(watch_named(cluster(sleeps), "job ns/j", lambda: next(gets), lambda: None, (), "j",
+                           new_watch=lambda: ScriptedWatch(streams, seen)))
+    assert [o["metadata"]["resourceVersion"] for o in out] == ["10", "20", "25"]  # re-read each time
+    assert [s["resource_version"] for s in seen] == ["10", "20", "25"]
+    assert sleeps == []
+
+
+def test_watch_raises_a_typed_error_for_a_refusal() -> None:
+    streams = [[ApiException(status=403, reason="Forbidden")]]
+    with pytest.raises(errors.Forbidden):
+        list(watch_named(cluster([]), "job ns/j", lambda: obj("1"), lambda: None, (), "j",
+                         new_watch=lambda: ScriptedWatch(streams, [])))
+
+
+def test_retry_policy_retries_transient_answers_with_capped_backoff() -> None:
+    sleeps: list[float] = []
+    answers: list[BaseException | str] = [ApiException(status=503), ApiException(status=429), "ok"]
+
+    def call() -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    assert retry.call("read job", call, sleep=sleeps.append) == "ok"
+    assert sleeps == [0.5, 1.0]
+    policy = retry.RetryPolicy(attempts=6)
+    delays = policy.delays()
+    assert [next(delays) for _ in range(7)] == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+
+
+def test_retry_gives_up_after_the_attempts_with_unavailable() -> None:
+    sleeps: list[float] = []
+
+    def call() -> None:
+        raise ApiException(status=500, reason="Internal")
+
+    with pytest.raises(errors.Unavailable) as info:
+        retry.call("create job ns/j", call, host="https://x", sleep=sleeps.append)
+    assert len(sleeps) == 5 and "create job ns/j" in str(info.value)
+
+
+def test_connection_refused_fails_fast() -> None:
+    sleeps: list[float] = []
+    refused = urllib3.exceptions.MaxRetryError(None, "/apis", urllib3.exceptions.NewConnectionError(
+        None, "Failed to establish a new connection: [Errno 111] Connection refused"))
+
+    def call() -> None:
+        raise refused
+
+    with pytest.raises(errors.Unavailable) as info:
+        retry.call("read job ns/j", call, host="https://127.0.0.1:1", sleep=sleeps.append)
+    assert sleeps == [0.5]  # one short retry, not 15 s of backoff
+    assert "connection refused" in str(info.value) and "127.0.0.1:1" in str(info.value)
+
+
+@pytest.mark.parametrize("status,kind,exit_code", [
+    (404, errors.NotFound, 3), (409, errors.Conflict, 3), (403, errors.Forbidden, 3), (401, errors.Forbidden, 3),
+    (422, errors.Invalid, 2), (400, errors.KubeError, 3),
+])
+def test_answers_become_typed_errors(status: int, kind: type, exit_code: int) -> None:
+    def call() -> None:
+        raise ApiException(status=status, reason="x")
+
+    with pytest.raises(kind) as info:
+        retry.call("do it", call, sleep=lambda _: None)
+    assert info.value.exit_code == exit_code and info.value.status == status
+
+
+def test_errors_that_are_not_api_answers_pass_through() -> None:
+    def call() -> None:
+        raise KeyError("bug")
+
+    with pytest.raises(KeyError):
+        retry.call("do it", call, sleep=lambda _: None)

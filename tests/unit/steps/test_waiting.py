@@ -1,0 +1,159 @@
+"""The wait policy against the in-memory backend: each behaviour the step promises, with an
+injected clock (nothing sleeps)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, failed_pod, job
+from volcano_pipelines.backends.base import Scheduling
+from volcano_pipelines.progress import Progress
+from volcano_pipelines.steps.waiting import Cancelled, WaitPolicy, run
+from volcano_pipelines.volcano.status import JobStatus
+from volcano_pipelines.volcano.tf import build_tf_job
+from volcano_pipelines.volcano.spec import JobOptions, TFJobSpec
+
+MANIFEST = build_tf_job(TFJobSpec(job=JobOptions(name="j", namespace="ns", run_id="r1")))
+
+
+class Recorder(Progress):
+    def __init__(self) -> None:
+        self.jobs: list[tuple[str, str | None]] = []
+        self.notes: list[str] = []
+
+    def job(self, name: str, status: JobStatus, problem: str | None) -> None:
+        self.jobs.append((status.phase, problem))
+
+    def note(self, line: str) -> None:
+        self.notes.append(line)
+
+
+def wait(backend: MemoryBackend, clock: FakeClock, progress: Progress | None = None, **policy: object):
+    return run(backend, MANIFEST, WaitPolicy(**policy), progress, clock=clock, handle_signals=False)  # type: ignore[arg-type]
+
+
+def test_completed_job_succeeds_with_duration_and_counts() -> None:
+    clock = FakeClock()
+    running = job("Running", tasks={"ps": {"Running": 1}, "worker": {"Running": 1}})
+    done = job("Completed", tasks={"worker": {"Succeeded": 1}}, changed="2026-01-01T00:01:40Z")
+    backend = MemoryBackend([running, None, done], clock)
+    progress = Recorder()
+    result = wait(backend, clock, progress)
+    assert result.succeeded and result.phase == "Completed" and result.created
+    assert result.duration_seconds == 100.0
+    assert result.tasks["worker"]["succeeded"] == 1
+    assert result.tasks["ps"]["running"] == 0  # no pods remain: Volcano ended the parameter servers
+    assert ("Running", None) in progress.jobs and progress.jobs[-1][0] == "Completed"
+    assert backend.open_sessions == 0 and "abort" not in backend.calls and "delete" not in backend.calls
+
+
+def test_failed_with_retries_reports_the_pod_seen_failing_even_when_the_end_list_is_empty() -> None:
+    clock = FakeClock()
+    backend = MemoryBackend([job("Running"), job("Restarting", retries=1), job("Failed", retries=2)], clock)
+    backend.failed = [failed_pod("j-worker-0", "worker", 3)]
+    backend.remaining_pods = []  # Volcano deleted the failed pod before the job said Failed
+    backend.logs = {"j-worker-0": "Traceback ...\nValueError: bad input\n"}
+    progress = Recorder()
+    result = wait(backend, clock, progress)
+    assert not result.succeeded and result.phase == "Failed" and result.retries == 2
+    assert result.failure is not None
+    assert (result.failure["pod"], result.failure["task"], result.failure["exit_code"]) == ("j-worker-0", "worker", 3)
+    assert result.failure["log_tail"].endswith("ValueError: bad input\n")
+    assert "after 2 restart(s)" in result.message and "exit code 3" in result.message
+    assert any("j-worker-0" in n for n in progress.notes)  # said while it happened, not only at the end
+
+
+def test_pending_shows_the_scheduler_reason_and_asks_at_most_every_hint_interval() -> None:
+    clock = FakeClock()
+    pending = job("Pending")
+    backend = MemoryBackend([pending, None, None, None, None, job("Running"), job("Completed")], clock, tick=2.0)
+    backend.hint = Scheduling(problem="0/3 nodes are available: 3 Insufficient cpu")
+    progress = Recorder()
+    result = wait(backend, clock, progress, hint_interval_seconds=5)
+    assert result.succeeded
+    assert ("Pending", "0/3 nodes are available: 3 Insufficient cpu") in progress.jobs
+    assert ("Running", None) in progress.jobs  # the reason goes away once it runs
+    # 5 Pending observations 2 s apart (t=2..10): asked at t=2, 8 (not at 4, 6, 10).
+    assert backend.calls.count("scheduling") == 2
+    assert all(w <= 5 for w in backend.windows[:5])  # short watch windows while waiting
+
+
+def test_admitted_but_still_pending_is_nudged_once_per_interval() -> None:
+    clock = FakeClock()
+    backend = MemoryBackend([job("Pending")] + [None] * 14 + [job("Completed")], clock, tick=5.0)
+    backend.hint = Scheduling(admitted=True)
+    result = wait(backend, clock, hint_interval_seconds=5, stuck_admitted_seconds=30)
+    assert result.succeeded
+    # Admitted at t=5; stuck from t=35; again from t=65: two nudges in 75 s, never two in a row.
+    assert backend.calls.count("nudge") == 2
+
+
+def test_timeout_aborts_the_job_and_fails_the_step() -> None:
+    clock = FakeClock()
+    backend = MemoryBackend([job("Running")] + [None] * 20, clock, tick=5.0,
+                            after_abort=[job("Aborting"), job("Aborted")])
+    result = wait(backend, clock, timeout_seconds=30)
+    assert backend.calls.count("abort") == 1 and backend.abort_reason == "StepTimeout"
+    assert "delete" not in backend.calls
+    assert not result.succeeded and result.phase == "Aborted"
+    assert result.message.startswith("timed out after 30s while the job was Running") and result.message.endswith("job aborted")
+    assert max(backend.windows) <= 31  # never watches past the deadline
+
+
+def test_timeout_then_the_job_completes_during_the_abort_still_fails_the_step() -> None:
+    clock = FakeClock()
+    backend = MemoryBackend([job("Running")] + [None] * 10, clock, after_abort=[job("Completed")])
+    result = wait(backend, clock, timeout_seconds=10)
+    assert result.phase == "Completed"
+    assert result.succeeded is False
+
+
+def test_timeout_where_commands_are_not_available_deletes_and_says_so() -> None:
+    clock = FakeClock()
+    backend = MemoryBackend([job("Pending")] + [None] * 10, clock, abort_result="deleted")
+    backend.hint = Scheduling(problem="queue q is closed")
+    result = wait(backend, clock, timeout_seconds=10)
+    assert not result.succeeded and "while the job was Pending (queue q is closed); job deleted" in result.message
+
+
+@pytest.mark.parametrize("on_cancel,expected", [("delete", ["delete"]), ("abort", ["abort"]), ("keep", [])])
+def test_cancel_applies_on_cancel(on_cancel: str, expected: list[str]) -> None:
+    clock = FakeClock()
+    backend = MemoryBackend([job("Running"), Cancelled("cancelled by SIGTERM")], clock)
+    with pytest.raises(Cancelled) as info:
+        wait(backend, clock, on_cancel=on_cancel)
+    assert [c for c in backend.calls if c in ("delete", "abort")] == expected
+    done = {"delete": "deleted", "abort": "aborted", "keep": "kept"}[on_cancel]
+    assert str(info.value) == f"cancelled by SIGTERM; job ns/j {done}"
+    assert backend.open_sessions == 0
+
+
+def test_job_deleted_before_it_finished() -> None:
+    clock = FakeClock()
+    backend = MemoryBackend([job("Running")], clock)
+    result = wait(backend, clock)
+    assert result.phase == "Deleted" and not result.succeeded and "deleted before it finished" in result.message
+
+
+def test_attach_to_a_finished_job_reports_it_without_waiting() -> None:
+    clock = FakeClock()
+    backend = MemoryBackend([], clock, existing=job("Completed"))
+    result = wait(backend, clock)
+    assert result.succeeded and not result.created and backend.windows == []
+
+
+def test_no_wait_returns_after_submit() -> None:
+    clock = FakeClock()
+    backend = MemoryBackend([job("Completed")], clock)
+    result = wait(backend, clock, wait=False)
+    assert result.phase == "Pending" and result.created and backend.windows == []
+
+
+def test_missing_information_and_linger_reach_the_result() -> None:
+    clock = FakeClock()
+    backend = MemoryBackend([job("Completed")], clock)
+    backend.notes = ["failed pods deleted before the job ended (permission to watch pods denied)"]
+    backend.linger = 12.5
+    result = wait(backend, clock)
+    assert result.missing == backend.notes and result.ps_linger_seconds == 12.5
+    assert result.to_dict()["missing"] == backend.notes
