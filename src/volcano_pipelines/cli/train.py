@@ -104,7 +104,7 @@ def _status(args: argparse.Namespace) -> int:
     try:
         result = train_step.status(args.job, **{k: v for k, v in kwargs.items() if k != "name"})
     except InputError as err:
-        flag = "JOB" if err.field == "name" else flags.flag_for(train_step.status, err.field, ())
+        flag = "JOB" if err.field in ("job", "name") else flags.flag_for(train_step.status, err.field, ())
         raise InputError(flag or err.field, err.value, err.allowed) from None
     _report(result, as_json=args.json)
     if not args.json:

@@ -291,11 +291,10 @@ def status(
         context: kubeconfig context
         log_lines: last log lines of a failed pod to report
     """
-    from volcano_pipelines.volcano.validate import check_dns_label
+    from volcano_pipelines.volcano.validate import check_job_ref
 
-    check_dns_label("name", name, must_start_with_letter=True)
-    if namespace is not None:
-        check_dns_label("namespace", namespace)
+    # Before any request: '' would ask for the list URL, `-n ''` for namespaces//jobs.
+    check_job_ref("default" if namespace is None else namespace, name)
     cluster_backend = _cluster_backend(kubeconfig, context)
     namespace = namespace or cluster_backend.cluster.namespace
     return job_result(cluster_backend, namespace, name, log_lines)

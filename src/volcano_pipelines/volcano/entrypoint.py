@@ -15,32 +15,71 @@ SCRIPT_NAME = "vpipe-entry"
 # Downloads $VPIPE_CODE_URL into $VPIPE_CODE_DIR. Standard library only: every TF / MPI image
 # has python3, not every one has curl or wget. A URL ending in '/' is a directory listing
 # (as served by nginx autoindex or `python -m http.server`) fetched recursively below it.
-_FETCH_PY = r'''
-import hashlib, io, os, sys, tarfile, time, urllib.parse, urllib.request, zipfile
+# $VPIPE_FETCH_BACKOFF (seconds, default 1) is the first pause between retries; it doubles
+# up to 20 s. Tests set it to 0.
+_FETCH_PY = r"""
+import base64, hashlib, io, os, sys, tarfile, time, urllib.parse, urllib.request, zipfile
 from html.parser import HTMLParser
 
+ATTEMPTS = 6
 url = os.environ["VPIPE_CODE_URL"]
 want = os.environ.get("VPIPE_CODE_SHA256", "").lower()
 dest = os.path.realpath(os.environ["VPIPE_CODE_DIR"])
-parts = urllib.parse.urlsplit(url)
-# Never print credentials that may sit in the URL's user-info or query.
-shown = parts._replace(netloc=parts.netloc.rpartition("@")[2], query="", fragment="").geturl()
+backoff = float(os.environ.get("VPIPE_FETCH_BACKOFF") or 1)
+given = urllib.parse.urlsplit(url)
+# urllib ignores user-info ('http://user:pass@host/') and would look 'user:pass@host' up as a
+# host name: send it as a Basic Authorization header instead, and request the URL without it.
+auth = None
+if given.username is not None:
+    pair = urllib.parse.unquote(given.username) + ":" + urllib.parse.unquote(given.password or "")
+    auth = "Basic " + base64.b64encode(pair.encode("utf-8")).decode("ascii")
+parts = given._replace(netloc=given.netloc.rpartition("@")[2])
+origin = (parts.scheme, parts.netloc.lower())
+
+def shown(u):
+    # Never print credentials or the query (e.g. a signed token).
+    p = urllib.parse.urlsplit(u)
+    return p._replace(netloc=p.netloc.rpartition("@")[2], query="", fragment="").geturl()
+
+def same_origin(u):
+    p = urllib.parse.urlsplit(u)
+    return (p.scheme, p.netloc.lower()) == origin
+
+class Redirects(urllib.request.HTTPRedirectHandler):
+    # The credentials go to the URL's own scheme, host and port only, never to another
+    # server a redirect points at.
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and auth and same_origin(new.full_url):
+            new.add_unredirected_header("Authorization", auth)
+        return new
+
+opener = urllib.request.build_opener(Redirects)
 
 def get(u):
     # A query (e.g. a signed token) applies to every request below the base URL too.
     u = u + ("?" + parts.query if parts.query and "?" not in u else "")
-    for attempt in range(6):
+    for attempt in range(ATTEMPTS):
+        request = urllib.request.Request(u)
+        if auth:
+            request.add_unredirected_header("Authorization", auth)
         try:
-            with urllib.request.urlopen(u, timeout=60) as r:
+            with opener.open(request, timeout=60) as r:
                 return r.read()
         except Exception as e:
-            if attempt == 5 or getattr(e, "code", 500) in (401, 403, 404):
-                sys.exit("vpipe: cannot download %s: %s" % (shown, e))
-            time.sleep(min(2 ** attempt, 20))
+            reason = str(e).replace(parts.query, "...") if parts.query else str(e)
+            if attempt == ATTEMPTS - 1 or getattr(e, "code", 500) in (401, 403, 404):
+                sys.exit("vpipe: cannot download %s: %s" % (shown(u), reason))
+            pause = min(backoff * 2 ** attempt, 20)
+            print("vpipe: download of %s failed (%s); retry %d of %d in %g s"
+                  % (shown(u), reason, attempt + 1, ATTEMPTS - 1, pause), file=sys.stderr)
+            time.sleep(pause)
 
-def safe_target(rel):
+def safe_target(rel, is_dir=False):
     target = os.path.realpath(os.path.join(dest, rel))
-    if not target.startswith(dest + os.sep):
+    # '.' and './' (from `tar -C dir -czf code.tgz .`) are the directory itself.
+    inside = target.startswith(dest + os.sep) or (is_dir and target == dest)
+    if not inside:
         sys.exit("vpipe: refusing to write %r outside %s" % (rel, dest))
     return target
 
@@ -63,7 +102,7 @@ def fetch_dir(base, rel, seen):
     parser.feed(get(base + rel).decode("utf-8", "replace"))
     for href in parser.hrefs:
         link = urllib.parse.urljoin(base + rel, href).split("#")[0].split("?")[0]
-        if not link.startswith(base) or link == base + rel or link in seen:
+        if not link.startswith(base) or link in seen:
             continue
         seen.add(link)
         sub = urllib.parse.unquote(link[len(base):])
@@ -75,29 +114,32 @@ def fetch_dir(base, rel, seen):
 os.makedirs(dest, exist_ok=True)
 path = parts.path
 if path.endswith("/"):
-    fetch_dir(parts._replace(query="", fragment="").geturl(), "", set())
+    base = parts._replace(query="", fragment="").geturl()
+    fetch_dir(base, "", {base})
 else:
-    data = get(url)
+    data = get(parts._replace(fragment="").geturl())
     got = hashlib.sha256(data).hexdigest()
     if want and got != want:
-        sys.exit("vpipe: sha256 of %s is %s, expected %s" % (shown, got, want))
+        sys.exit("vpipe: sha256 of %s is %s, expected %s" % (shown(url), got, want))
     name = os.path.basename(path)
     if name.endswith((".tar.gz", ".tgz", ".tar")):
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             for member in tar.getmembers():
-                safe_target(member.name)
+                safe_target(member.name, member.isdir())
                 if member.issym() or member.islnk() or member.isdev():
-                    sys.exit("vpipe: refusing link or device %r in %s" % (member.name, shown))
-            tar.extractall(dest)
+                    sys.exit("vpipe: refusing link or device %r in %s" % (member.name, shown(url)))
+            # The 'data' filter (Python >= 3.11.4) repeats those checks and skips the archive's
+            # owners; file modes are kept either way.
+            tar.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     elif name.endswith(".zip"):
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             for member in archive.namelist():
-                safe_target(member)
+                safe_target(member, member.endswith("/"))
             archive.extractall(dest)
     else:
         write(name, data)
-print("vpipe: fetched code from %s into %s" % (shown, dest), file=sys.stderr)
-'''
+print("vpipe: fetched code from %s into %s" % (shown(url), dest), file=sys.stderr)
+"""
 
 _PRELUDE = r'''set -euo pipefail
 log() { printf 'vpipe: %s\n' "$*" >&2; }
@@ -108,6 +150,9 @@ if [ -n "${VPIPE_CODE_URL:-}" ]; then
   python3 - <<'VPIPE_FETCH_PY'
 ''' + _FETCH_PY + r'''VPIPE_FETCH_PY
   cd "$VPIPE_CODE_DIR"
+  # Directory listings and zip archives carry no file modes: an entry point run as a program
+  # ('trainbin', not .sh / .py) must still be executable.
+  if [ -f "${VPIPE_ENTRY:-}" ] && [ ! -x "$VPIPE_ENTRY" ]; then chmod +x -- "$VPIPE_ENTRY"; fi
 elif [ -n "${VPIPE_CODE_PATH:-}" ]; then
   cd "$VPIPE_CODE_PATH"
 fi

@@ -15,7 +15,7 @@ from volcano_pipelines.volcano.common import (
 )
 from volcano_pipelines.volcano.entrypoint import MPI_MASTER_SCRIPT, MPI_WORKER_SCRIPT, container_command
 from volcano_pipelines.volcano.spec import DEFAULT_MPI_IMAGE, MPIJobSpec
-from volcano_pipelines.volcano.validate import validate_mpi
+from volcano_pipelines.volcano.validate import check_manifest_size, validate_mpi
 
 __all__ = ["MASTER", "STEP", "WORKER", "WORKER_HOSTFILE", "build_mpi_job"]
 
@@ -73,4 +73,6 @@ def build_mpi_job(spec: MPIJobSpec) -> dict[str, Any]:
         task(WORKER, spec.worker.replicas, worker, min_available=gang[WORKER], max_retry=spec.job.max_retry,
              completes_job=False),
     ]
-    return job_envelope(spec.job, step=STEP, plugins={"ssh": [], "svc": [], "env": []}, tasks=tasks)
+    job = job_envelope(spec.job, step=STEP, plugins={"ssh": [], "svc": [], "env": []}, tasks=tasks)
+    check_manifest_size(job)
+    return job

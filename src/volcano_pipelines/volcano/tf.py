@@ -18,7 +18,7 @@ from volcano_pipelines.volcano.common import (
 )
 from volcano_pipelines.volcano.entrypoint import TF_SCRIPT, container_command
 from volcano_pipelines.volcano.spec import DEFAULT_TF_IMAGE, Role, TFJobSpec
-from volcano_pipelines.volcano.validate import validate_tf
+from volcano_pipelines.volcano.validate import check_manifest_size, check_tf_cluster_size, validate_tf
 
 __all__ = ["STEP", "build_tf_job", "cluster_spec", "completing_task", "roles"]
 
@@ -50,10 +50,12 @@ def cluster_spec(spec: TFJobSpec) -> dict[str, list[str]]:
 def build_tf_job(spec: TFJobSpec) -> dict[str, Any]:
     validate_tf(spec)
     cluster = cluster_spec(spec)
+    cluster_json = json.dumps(cluster, separators=(",", ":"), sort_keys=True)
+    check_tf_cluster_size(cluster_json, spec.worker.replicas)
     finisher = completing_task(spec)
     shared_env = [
         {"name": "VPIPE_JOB_NAME", "value": spec.job.name},
-        {"name": "VPIPE_TF_CLUSTER", "value": json.dumps(cluster, separators=(",", ":"), sort_keys=True)},
+        {"name": "VPIPE_TF_CLUSTER", "value": cluster_json},
         {"name": "VPIPE_PS_HOSTS", "value": ",".join(cluster["ps"])},
         {"name": "VPIPE_WORKER_HOSTS", "value": ",".join(cluster["worker"])},
         {"name": "VPIPE_NUM_SHARDS", "value": str(spec.worker.replicas)},
@@ -82,4 +84,6 @@ def build_tf_job(spec: TFJobSpec) -> dict[str, Any]:
             task(task_name, role.replicas, template, min_available=gang[task_name], max_retry=spec.job.max_retry,
                  completes_job=task_name == finisher)
         )
-    return job_envelope(spec.job, step=STEP, plugins={"env": [], "svc": []}, tasks=tasks)
+    job = job_envelope(spec.job, step=STEP, plugins={"env": [], "svc": []}, tasks=tasks)
+    check_manifest_size(job)
+    return job

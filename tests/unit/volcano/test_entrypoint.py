@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.unit.volcano.http_server import Seen, basic, serve
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Role, Storage, TFJobSpec
 from volcano_pipelines.volcano.tf import build_tf_job
@@ -149,11 +150,17 @@ def test_archive_escaping_the_code_dir_is_refused(file_server: tuple[str, Path],
 
 
 def test_download_failure_names_the_url_without_credentials(file_server: tuple[str, Path], tmp_path: Path) -> None:
-    base, _ = file_server
-    url = base.replace("http://", "http://user:s3cret@") + "/missing.tgz?token=hidden"
-    proc = run_container(tf_job(base, code=CodeSource(url=url)), "worker", tmp_path)
+    _, root = file_server
+    with serve(root) as server:
+        url = server.base.replace("http://", "http://user:s3cret@") + "/missing.tgz?token=hidden"
+        proc = run_container(tf_job(server.base, code=CodeSource(url=url)), "worker", tmp_path)
     assert proc.returncode != 0
-    assert b"missing.tgz" in proc.stderr and b"s3cret" not in proc.stderr and b"hidden" not in proc.stderr
+    # It failed because the right server answered 404 (not because 'user:s3cret@127.0.0.1' was
+    # looked up as a host name), once (a 404 is not retried), with the credentials as Basic auth.
+    assert server.requests == [Seen("/missing.tgz?token=hidden", basic("user:s3cret"))]
+    assert f"cannot download {server.base}/missing.tgz: HTTP Error 404".encode() in proc.stderr
+    assert b"s3cret" not in proc.stderr and b"hidden" not in proc.stderr and b"user" not in proc.stderr
+    assert not (tmp_path / "out.json").exists()
 
 
 def test_missing_entry_point(file_server: tuple[str, Path], tmp_path: Path) -> None:
