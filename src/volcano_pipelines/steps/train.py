@@ -20,7 +20,7 @@ from volcano_pipelines.steps.waiting import ON_CANCEL_CHOICES, WaitPolicy, job_r
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.spec import DEFAULT_TF_PORT
 from volcano_pipelines.volcano.tf import build_tf_job
-from volcano_pipelines.volcano.validate import check_positive_seconds
+from volcano_pipelines.kube.validate import check_positive_seconds
 
 __all__ = ["BACKENDS", "ON_CANCEL_CHOICES", "TrainResult", "render_mpi", "render_tf", "status", "train_mpi", "train_tf"]
 

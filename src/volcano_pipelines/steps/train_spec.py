@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Resources, Role, Storage, TFJobSpec
-from volcano_pipelines.volcano.validate import parse_toleration
+from volcano_pipelines.kube.validate import parse_toleration
 
 __all__ = ["ALL_TASKS", "MPI_MASTER_RESOURCES", "MPI_TASKS", "TF_TASKS", "mpi_spec", "named_by_params", "param_for", "roles", "tf_spec"]
 

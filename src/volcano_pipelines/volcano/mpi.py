@@ -15,7 +15,8 @@ from volcano_pipelines.volcano.common import (
 )
 from volcano_pipelines.volcano.entrypoint import MPI_MASTER_SCRIPT, MPI_WORKER_SCRIPT, container_command
 from volcano_pipelines.volcano.spec import DEFAULT_MPI_IMAGE, MPIJobSpec
-from volcano_pipelines.volcano.validate import check_manifest_size, validate_mpi
+from volcano_pipelines.kube.validate import check_manifest_size
+from volcano_pipelines.volcano.validate import validate_mpi
 
 __all__ = ["MASTER", "STEP", "WORKER", "WORKER_HOSTFILE", "build_mpi_job"]
 

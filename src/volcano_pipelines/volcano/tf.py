@@ -18,7 +18,8 @@ from volcano_pipelines.volcano.common import (
 )
 from volcano_pipelines.volcano.entrypoint import TF_SCRIPT, container_command
 from volcano_pipelines.volcano.spec import DEFAULT_TF_IMAGE, Role, TFJobSpec
-from volcano_pipelines.volcano.validate import check_manifest_size, check_tf_cluster_size, validate_tf
+from volcano_pipelines.kube.validate import check_manifest_size
+from volcano_pipelines.volcano.validate import check_tf_cluster_size, validate_tf
 
 __all__ = ["STEP", "build_tf_job", "cluster_spec", "completing_task", "roles"]
 

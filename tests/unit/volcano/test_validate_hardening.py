@@ -20,21 +20,23 @@ from volcano_pipelines.errors import InputError
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Resources, Role, Storage, TFJobSpec
 from volcano_pipelines.volcano.tf import build_tf_job
-from volcano_pipelines.volcano.validate import (
+from volcano_pipelines.kube.validate import (
     MAX_ANNOTATIONS_BYTES,
     MAX_EXEC_STRING,
-    MAX_JOB_PODS,
     MAX_MANIFEST_BYTES,
-    MAX_TASK_REPLICAS,
-    check_job_ref,
     check_manifest_size,
     check_tolerations,
     parse_toleration,
+)
+from volcano_pipelines.volcano.validate import (
+    MAX_JOB_PODS,
+    MAX_TASK_REPLICAS,
+    check_job_ref,
     validate_mpi,
     validate_tf,
 )
 
-LOGGER = "volcano_pipelines.volcano.validate"
+LOGGER = "volcano_pipelines.kube.validate"
 
 
 def tf(**overrides: Any) -> TFJobSpec:
