@@ -155,9 +155,9 @@ def host_rewriter(job: Mapping[str, Any], port_of: Callable[[str, int], int]) ->
 def remap_path(value: str, mounts: Sequence[tuple[str, str]]) -> str:
     """A value that is a path at or under a mount point, with the mount's local directory
     in its place (the longest mount point wins). Other values are left alone."""
-    for mount, local in sorted(mounts, key=lambda m: len(m[0]), reverse=True):
-        mount = mount.rstrip("/") or "/"
-        if value == mount:
+    for mount, local in sorted(mounts, key=lambda m: len(m[0].rstrip("/")), reverse=True):
+        mount = mount.rstrip("/")
+        if value == mount or (mount == "" and value == "/"):
             return local
         if value.startswith(mount + "/"):
             return local.rstrip("/") + value[len(mount):]
