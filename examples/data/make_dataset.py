@@ -104,12 +104,10 @@ def write_split(out_dir: str, name: str, rows: list[tuple[list[float], int]], sh
         part = rows[shard::shards]
         stem = os.path.join(out_dir, f"{name}-{shard:05d}-of-{shards:05d}")
         with open(stem + ".tfrecord.tmp", "wb") as f:
-            for x, y in part:
-                f.write(tfrecord(example({"x": x}, {"y": [y]})))
+            f.writelines(tfrecord(example({"x": x}, {"y": [y]})) for x, y in part)
         with open(stem + ".csv.tmp", "w", encoding="utf-8") as f:
             f.write(",".join([f"x{i}" for i in range(features)] + ["y"]) + "\n")
-            for x, y in part:
-                f.write(",".join([repr(v) for v in x] + [str(y)]) + "\n")
+            f.writelines(",".join([repr(v) for v in x] + [str(y)]) + "\n" for x, y in part)
         # Readers never see a half-written shard.
         os.replace(stem + ".tfrecord.tmp", stem + ".tfrecord")
         os.replace(stem + ".csv.tmp", stem + ".csv")

@@ -71,7 +71,7 @@ def test_tf2_parameter_server_strategy(local: Local, examples_server: FileServer
     # The export serves: its signature scores the held-out rows like the metrics say.
     served = subprocess.run(
         [sys.executable, "-c", SERVE, metrics["export"], str(dataset)],
-        capture_output=True, text=True, timeout=300, env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"},
+        check=False, capture_output=True, text=True, timeout=300, env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"},
     )
     assert served.returncode == 0, served.stderr[-2000:]
     accuracy = float(served.stdout.strip().splitlines()[-1])
@@ -133,7 +133,7 @@ def test_mpi_allreduce_over_two_ranks(local: Local, examples_server: FileServer,
     # The same as one process on all the data (full-batch gradient descent; sums in another order).
     example = _mpi_example()
     x, y = example.load(sorted(str(p) for p in dataset.glob("train-*.csv")))
-    weights, bias, loss, count = example.train(x, y, x.shape[1], steps, result["learning_rate"], lambda v: v)
+    weights, bias, _, count = example.train(x, y, x.shape[1], steps, result["learning_rate"], lambda v: v)
     assert count == 4096
     assert np.allclose(result["weights"], weights, rtol=0, atol=1e-9) and abs(result["bias"] - bias) < 1e-9
     # The workers' sshd stand-ins ran until the master's TaskCompleted -> CompleteJob.

@@ -121,7 +121,7 @@ def expand(text: str, defined: Mapping[str, str]) -> str:
                 i += 2
             else:
                 name = text[i + 2 : close]
-                out.append(defined[name] if name in defined else f"$({name})")
+                out.append(defined.get(name, f"$({name})"))
                 i = close + 1
         else:
             out.append("$" + following)

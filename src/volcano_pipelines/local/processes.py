@@ -87,7 +87,7 @@ class PodProcess:
         for directory in self.plan.dirs:
             os.makedirs(directory, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - the output thread owns and closes it
         try:
             self.proc = subprocess.Popen(
                 list(self.plan.argv),

@@ -31,7 +31,7 @@ from volcano_pipelines.local.processes import PodProcess, stop_pods
 from volcano_pipelines.volcano.common import VOLCANO_JOB_NAME_LABEL, VOLCANO_TASK_LABEL
 
 # The fetch program the container's script runs (entrypoint.py keeps it private; see the report).
-from volcano_pipelines.volcano.entrypoint import _FETCH_PY as FETCH_PY  # noqa: PLC2701
+from volcano_pipelines.volcano.entrypoint import _FETCH_PY as FETCH_PY
 
 log = logging.getLogger(__name__)
 
@@ -295,7 +295,7 @@ class JobRunner:
     def _run(self) -> None:
         try:
             self._attempts()
-        except Exception as err:  # noqa: BLE001 - a local failure ends the job with its reason, never a hung step
+        except Exception as err:  # a local failure ends the job with its reason, never a hung step
             log.exception("local job %s/%s", self.namespace, self.name)
             self._stop(list(self.pods.values()), "Error")
             self._transition("Failed", "LocalBackendError", f"the local backend failed: {err}")
@@ -374,6 +374,7 @@ class JobRunner:
                                    log_path=self.paths.pod_logs / f"attempt-{attempt}" / f"{p.pod}.log",
                                    labels=labels, annotations=annotations)
                 self.pods[p.pod] = record
+                self.history.append(record)
         return plans
 
     def _preflight(self, plans: list[planning.ReplicaPlan], attempt: int) -> tuple[str, str] | None:
@@ -435,15 +436,19 @@ class JobRunner:
             record = self.pods[p.pod]
             process = PodProcess(p, record.uid, record.log_path, self._write_line,
                                  lambda proc, a=attempt: self._exited(proc, a), clock=self._clock)
+            with self._cond:
+                record.process = process  # before it starts: a quick exit must find its record
             try:
                 process.start()
             except OSError as err:
+                with self._cond:
+                    record.process = None
                 self._stop(started, "StartError")
                 return p.pod, f"cannot start {p.argv[0]!r}: {err.strerror or err}"
             with self._cond:
-                record.process = process
-                record.phase = "Running"
                 record.started_at = process.started_at
+                if record.phase == "Pending":  # not already finished
+                    record.phase = "Running"
             started.append(record)
         self._changed()
         return None
@@ -454,7 +459,6 @@ class JobRunner:
             record = self.pods[pod]
             record.phase, record.reason, record.message = "Failed", "StartError", why
             record.exit_code, record.finished_at = START_ERROR_EXIT_CODE, now
-            self.history.append(record)
             for other in self.pods.values():
                 if other is not record and other.phase == "Pending":
                     other.stopped_by = "StartError"
@@ -468,6 +472,7 @@ class JobRunner:
             record = self.pods.get(process.plan.pod)
             if record is None or record.process is not process:
                 return
+            record.started_at = process.started_at
             record.finished_at = process.finished_at
             record.exit_code = process.returncode
             if record.stopped_by is None:
@@ -540,7 +545,6 @@ class JobRunner:
                 >= int(t.get("minAvailable", t.get("replicas", 1)))
                 for t in self._job["spec"]["tasks"]
             )
-            self.history.extend(self.pods.values())
         if per_task_ok and succeeded >= int(self._job["spec"].get("minAvailable") or 0):
             self._transition("Completed", "AllPodsFinished", f"all {succeeded} pods succeeded")
         else:
@@ -551,9 +555,11 @@ class JobRunner:
         return f"{what} ({cause} -> {action})"
 
     def _complete(self, record: PodRecord, cause: str) -> None:
-        completed_at = record.finished_at or self._clock()
         message = f"task {record.plan.task} completed ({cause} -> CompleteJob)"
         with self._cond:
+            # The task completed when its last pod finished (exits may be handled out of order).
+            ends = [r.finished_at for r in self.pods.values() if r.plan.task == record.plan.task and r.finished_at]
+            completed_at = max(ends) if ends else self._clock()
             servers = [r for r in self.pods.values() if r.plan.task == PARAMETER_SERVER_TASK]
             still_running = [r for r in servers if r.phase == "Running"]
         self._transition("Completing", "CompleteJob", message)
@@ -593,7 +599,6 @@ class JobRunner:
             for r in records:
                 if r.phase in ("Pending", "Running") or not keep_finished:
                     r.stopped_by = r.stopped_by or action
-            self.history.extend(r for r in records if r not in self.history)
         self._changed()
         stop_pods([r.process for r in records if r.process is not None], self._grace_seconds)
         self._changed()
@@ -613,9 +618,6 @@ class JobRunner:
                 state["message"] = message
             self._job["status"]["state"] = state
             self._job["status"]["conditions"].append({"status": phase, "lastTransitionTime": now})
-            if phase in ("Completed", "Failed", "Terminated", "Aborted"):
-                with_history = {id(r) for r in self.history}
-                self.history.extend(r for r in self.pods.values() if id(r) not in with_history)
         self._changed()
         self._write_line(f"vpipe-local | job {self.namespace}/{self.name}: {phase}" + (f": {message}" if message else ""))
 
