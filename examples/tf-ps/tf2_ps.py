@@ -75,14 +75,17 @@ def coordinate(tf, resolver, args: argparse.Namespace) -> int:
         ex = tf.io.parse_single_example(record, feature_spec)
         return ex[common.FEATURES_KEY], tf.cast(tf.squeeze(ex[common.LABEL_KEY], 0), tf.float32)
 
-    def dataset_fn(context: tf.distribute.InputContext):
-        # Each worker's input pipeline takes its own share of the files.
-        names = tf.data.Dataset.from_tensor_slices(files)
-        names = names.shard(context.num_input_pipelines, context.input_pipeline_id)
+    def dataset_fn(_context: tf.distribute.InputContext):
+        # The coordinator builds one input pipeline and places a copy on every worker (the
+        # context says pipeline 0 of 1), so workers cannot take distinct shards here: each
+        # reads every file, in its own random order (no fixed seed).
+        # --shard_index / --num_shards are for the tf1 variant, where each worker reads itself.
         return (
-            names.interleave(tf.data.TFRecordDataset, cycle_length=2)
+            tf.data.Dataset.from_tensor_slices(files)
+            .shuffle(len(files))
+            .interleave(tf.data.TFRecordDataset, cycle_length=2)
             .map(parse)
-            .shuffle(1024, seed=args.seed)
+            .shuffle(1024)
             .repeat()
             .batch(args.batch_size)
         )

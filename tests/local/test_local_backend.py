@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.local.conftest import Local, alive, replica, run_job
+from tests.local.conftest import Local, Output, alive, replica, run_job
+from volcano_pipelines.backends.local import LocalBackend
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.local.processes import marked_processes
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, Role, TFJobSpec
@@ -38,6 +39,7 @@ mv "$log_dir/records/.$role-$index.json" "$log_dir/records/$role-$index.json"
 echo "$role $index: $behaviour"
 case "$behaviour" in
   serve) exec sleep 100000 ;;  # like server.join(): never exits
+  stubborn) trap '' TERM; exec sleep 100000 ;;  # ignores SIGTERM (inherited through exec)
   exit:*)
     code="${behaviour#exit:}"
     echo "working"; echo "something went wrong" >&2; echo "exiting with $code"
@@ -251,3 +253,33 @@ def test_same_run_id_attaches_and_a_taken_name_is_refused(local: Local, code_url
     with local.backend.session(first, log_lines=5) as session:
         session.delete()
     assert no_process_of(local, "attach")
+
+
+def test_abort_kills_what_ignores_sigterm_after_the_grace_period(tmp_path: Path, code_url: str) -> None:
+    """SIGTERM first, SIGKILL once the grace period is over, as the kubelet stops a container."""
+    backend = LocalBackend(tmp_path / "work", log_dir=tmp_path / "logs", output=None, grace_seconds=1)
+    local = Local(backend, Output(), tmp_path / "work", tmp_path / "logs", tmp_path / "work" / "data")
+    try:
+        def running(seen: dict) -> bool:
+            return len(records(local)) == 2 and seen["status"]["state"]["phase"] == "Running"
+
+        out = run_job(local, manifest(code_url, "stubborn", ps=1, workers=1, args=("--ps=stubborn",)), until=running)
+        out.session.abort("timed out")
+        assert backend.get("default", "stubborn")["status"]["state"]["phase"] == "Aborted"
+        ps, worker = replica(local, "stubborn", "stubborn-ps-0"), replica(local, "stubborn", "stubborn-worker-0")
+        assert (ps["exit_code"], worker["exit_code"]) == (128 + 9, 128 + 15)  # SIGKILL / SIGTERM
+        assert ps["finished_at"] - worker["finished_at"] >= 0.9  # the PS got its grace period
+        assert no_process_of(local, "stubborn")
+    finally:
+        backend.close()
+
+
+def test_code_path_on_this_machine_runs_in_place(local: Local, tmp_path: Path) -> None:
+    """--code-path without a PVC is a directory "inside the image": here, on this machine."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "run.sh").write_text(RUN_SH)
+    spec = TFJobSpec(job=JobOptions(name="inplace"), code=CodeSource(path=str(code)), args=("--worker=exit:0",))
+    out = run_job(local, build_tf_job(spec))
+    assert out.job["status"]["state"]["phase"] == "Completed"
+    assert records(local)["worker-0"]["cwd"] == str(code)
