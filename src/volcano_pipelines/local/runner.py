@@ -546,9 +546,9 @@ class JobRunner:
                 for t in self._job["spec"]["tasks"]
             )
         if per_task_ok and succeeded >= int(self._job["spec"].get("minAvailable") or 0):
-            self._transition("Completed", "AllPodsFinished", f"all {succeeded} pods succeeded")
+            self._transition("Completed", "AllPodsFinished", f"every pod finished, {succeeded} succeeded")
         else:
-            self._transition("Failed", "AllPodsFinished", "every pod finished, too few succeeded")
+            self._transition("Failed", "AllPodsFinished", f"every pod finished, too few succeeded ({succeeded})")
 
     def _describe(self, record: PodRecord, cause: str, action: str) -> str:
         what = f"pod {record.plan.pod} exited with code {record.exit_code}"
