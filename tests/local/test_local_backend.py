@@ -283,3 +283,18 @@ def test_code_path_on_this_machine_runs_in_place(local: Local, tmp_path: Path) -
     out = run_job(local, build_tf_job(spec))
     assert out.job["status"]["state"]["phase"] == "Completed"
     assert records(local)["worker-0"]["cwd"] == str(code)
+
+
+@pytest.mark.parametrize(("ps_exit", "phase"), [(0, "Completed"), (1, "Failed")])
+def test_without_policies_the_job_ends_when_every_pod_has_finished(local: Local, code_url: str, ps_exit: int,
+                                                                   phase: str) -> None:
+    """Volcano's running state: no policy fires, every pod finished; each task's minAvailable
+    must have succeeded."""
+    job = manifest(code_url, "plain", ps=1, workers=1, args=("--worker=exit:0", f"--ps=exit:{ps_exit}"))
+    job["spec"]["policies"] = []
+    for task in job["spec"]["tasks"]:
+        task.pop("policies", None)
+    out = run_job(local, job)
+    assert out.job["status"]["state"]["phase"] == phase
+    assert out.job["status"]["state"]["reason"] == "AllPodsFinished" and out.job["status"]["retryCount"] == 0
+    assert sorted(p["status"]["phase"] for p in out.pods) == sorted(["Succeeded", "Succeeded" if ps_exit == 0 else "Failed"])
