@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from kfp import dsl
 from kfp.dsl.graph_component import GraphComponent
@@ -53,7 +53,7 @@ class Input:
 # the step's); the job's identity (run_id), name and data PVC are wired by the pipeline.
 _JOB = ("code_url", "code_sha256", "entry", "gpus", "cpu", "memory", "queue", "priority_class", "log_pvc", "data_dir",
         "env", "pod_labels", "node_selector", "tolerations", "image_pull_secrets", "service_account", "max_retry",
-        "ttl", "timeout", "on_cancel")
+        "ttl", "on_cancel")
 _SHAPE = {"train_tf": ("workers", "ps", "args"), "train_mpi": ("workers", "slots_per_worker", "command", "mpiexec_args")}
 
 
@@ -95,8 +95,10 @@ def _step_param(component: str, name: str) -> Param:
 
 def pipeline_parameter(item: Input) -> tuple[inspect.Parameter, str]:
     """The pipeline parameter for `item` and its help. A step parameter that may be None
-    becomes an empty text / list / dict in the UI ("not set": runtime.step_arguments turns
-    it back into None); a number that may be None stays optional."""
+    becomes an empty text / list / dict ("not set": runtime.step_arguments turns it back into
+    None). A number that may be None cannot be a pipeline parameter: KFP has no "no value"
+    for it (kfp.local refuses an optional parameter without a default) and 0 may be a real
+    value; such a step argument is a compile-time option of the pipeline (e.g. `timeout`)."""
     param = _step_param(*item.feeds[0])
     base, optional = kfp_type(param.annotation)
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
@@ -104,11 +106,10 @@ def pipeline_parameter(item: Input) -> tuple[inspect.Parameter, str]:
     if item.required or param.required:
         return inspect.Parameter(item.name, kind, annotation=_TYPES[base]), help_text
     if param.default is None:
-        if base in _EMPTY:
-            return inspect.Parameter(item.name, kind, annotation=_TYPES[base], default=_EMPTY[base]), help_text
-        return inspect.Parameter(item.name, kind, annotation=Optional[_TYPES[base]], default=None), help_text
-    annotation = Optional[_TYPES[base]] if optional else _TYPES[base]
-    return inspect.Parameter(item.name, kind, annotation=annotation, default=kfp_default(param.default, base)), help_text
+        if base not in _EMPTY:
+            raise TypeError(f"{item.name}: a {base} whose default is None cannot be a pipeline parameter")
+        return inspect.Parameter(item.name, kind, annotation=_TYPES[base], default=_EMPTY[base]), help_text
+    return inspect.Parameter(item.name, kind, annotation=_TYPES[base], default=kfp_default(param.default, base)), help_text
 
 
 def _signature(inputs: tuple[Input, ...]) -> tuple[inspect.Signature, str]:
@@ -123,7 +124,7 @@ def _feeding(inputs: tuple[Input, ...], values: Mapping[str, Any], component: st
 
 
 def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_mount: str,
-          step_pod: platform.StepPod) -> None:
+          step_pod: platform.StepPod, fixed: Mapping[str, Any], retries: int) -> None:
     train_name = "train_tf" if kind == "tf" else "train_mpi"
     finish = components.finish_run(run_id=RUN_ID, **_feeding(inputs, values, "finish_run"))
     finish.set_display_name("report and clean up")
@@ -131,11 +132,12 @@ def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_
         staged = components.sync(dst=data_mount, **_feeding(inputs, values, "sync"))
         staged.set_display_name("sync dataset")
         platform.mount_data(staged, values["data_pvc"], data_mount)
-        train = components.ALL[train_name](run_id=RUN_ID, **_feeding(inputs, values, train_name))
+        train = components.ALL[train_name](run_id=RUN_ID, **fixed, **_feeding(inputs, values, train_name))
         train.set_display_name(f"train ({kind})")
         train.after(staged)
         for task in (staged, train):
-            task.set_retry(num_retries=STEP_RETRIES, backoff_duration="30s")
+            if retries:
+                task.set_retry(num_retries=retries, backoff_duration="30s")
         # The seam: reap, tensorboard and serve (not built yet) go here, after `train`, taking
         # train.outputs["job_name"], ["job_namespace"] and ["result"].
     for task in (finish, staged, train):
@@ -144,20 +146,24 @@ def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_
         task.set_caching_options(False)
 
 
-def train_and_serve(kind: str = "tf", *, data_mount: str = DATA_MOUNT,
-                    step_pod: platform.StepPod | None = None) -> GraphComponent:
+def train_and_serve(kind: str = "tf", *, data_mount: str = DATA_MOUNT, step_pod: platform.StepPod | None = None,
+                    timeout: float | None = None, step_retries: int = STEP_RETRIES) -> GraphComponent:
     """The pipeline for `kind` (tf or mpi). `data_mount` is where the sync step writes (the
     data PVC's mount point in its pod); tests that run the pipeline locally point it at a
-    temporary directory. `step_pod` shapes every step pod (pull secrets, node selector)."""
+    temporary directory. `step_pod` shapes every step pod (pull secrets, node selector).
+    `timeout` (seconds) bounds the training step: the job is aborted and the run fails.
+    `step_retries`: how often a failed sync / train step pod is retried (each retry attaches
+    to what the first attempt started)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
     inputs = inputs_of(kind)
     signature, arg_docs = _signature(inputs)
     pod = step_pod or platform.StepPod()
+    fixed = {} if timeout is None else {"timeout": float(timeout)}
 
     def pipeline_func(*args: Any, **kwargs: Any) -> None:
         bound = signature.bind(*args, **kwargs)  # KFP passes the parameters positionally
-        _body(kind, inputs, bound.arguments, data_mount, pod)
+        _body(kind, inputs, bound.arguments, data_mount, pod, fixed, step_retries)
 
     train = COMPONENTS["train_tf" if kind == "tf" else "train_mpi"]
     description = (f"Stage a dataset into a PVC, then {train.summary[0].lower()}{train.summary[1:]} "

@@ -109,3 +109,20 @@ def test_step_pod_settings_reach_every_step_pod_and_only_them() -> None:
 def test_unknown_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="tf, mpi"):
         pipelines.train_and_serve("horovod")
+
+
+def test_compile_time_options_timeout_and_step_retries() -> None:
+    spec, _ = _compiled("tf", timeout=3600, step_retries=0)
+    tasks = _tasks(spec)
+    assert tasks["train-tf"]["inputs"]["parameters"]["timeout"]["runtimeValue"]["constant"] == 3600.0
+    assert "retryPolicy" not in tasks["train-tf"] and "retryPolicy" not in tasks["sync"]
+    default, _ = _compiled("tf")
+    assert "timeout" not in _tasks(default)["train-tf"]["inputs"]["parameters"]
+    assert "timeout" not in default["root"]["inputDefinitions"]["parameters"]
+
+
+def test_a_number_that_may_be_none_cannot_be_a_pipeline_parameter() -> None:
+    # KFP has no "unset" for numbers in a run form (and kfp.local refuses an optional
+    # parameter without a default): such step arguments are compile-time options.
+    with pytest.raises(TypeError, match="timeout"):
+        pipelines.pipeline_parameter(pipelines.Input("timeout", (("train_tf", "timeout"),)))

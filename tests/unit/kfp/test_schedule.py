@@ -53,7 +53,7 @@ def test_other_crons_are_refused(raw: str) -> None:
 def test_request_builds_the_apis_own_model() -> None:
     request = _request(display_name="nightly mnist", service_account="vpipe-runner", experiment_id="exp-1",
                        parameters={**REQUIRED, "workers": "4", "gpus": '{"worker": 1}', "sync_delete": "true",
-                                   "timeout": "7200"})
+                                   "ttl": "7200"})
     model = schedule.to_model(request)
     assert isinstance(model, kfp_server_api.V2beta1RecurringRun)
     assert isinstance(model.trigger, kfp_server_api.V2beta1Trigger)
@@ -67,7 +67,7 @@ def test_request_builds_the_apis_own_model() -> None:
     assert model.service_account == "vpipe-runner"
     assert isinstance(model.runtime_config, kfp_server_api.V2beta1RuntimeConfig)
     assert model.runtime_config.parameters == {**REQUIRED, "workers": 4, "gpus": {"worker": 1}, "sync_delete": True,
-                                               "timeout": 7200.0}
+                                               "ttl": 7200}
     # The JSON the client sends (the v2beta1 API spells its fields in snake case).
     body = kfp_server_api.ApiClient().sanitize_for_serialization(model)
     assert body["max_concurrency"] == "1" and body["no_catchup"] is True and body["mode"] == "ENABLE"
