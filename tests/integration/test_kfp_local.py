@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -19,9 +20,9 @@ from tests.cluster import behaviour
 pytestmark = pytest.mark.integration
 kfp_local = pytest.importorskip("kfp.local", reason="the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
 
-import volcano_pipelines  # noqa: E402
-from volcano_pipelines.kfp import components  # noqa: E402
-from volcano_pipelines.kfp.pipelines import train_and_serve  # noqa: E402
+import volcano_pipelines
+from volcano_pipelines.kfp import components
+from volcano_pipelines.kfp.pipelines import train_and_serve
 
 GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
 RUN_LABEL = "volcano-pipelines/run"

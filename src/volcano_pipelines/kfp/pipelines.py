@@ -100,7 +100,7 @@ def pipeline_parameter(item: Input) -> tuple[inspect.Parameter, str]:
     for it (kfp.local refuses an optional parameter without a default) and 0 may be a real
     value; such a step argument is a compile-time option of the pipeline (e.g. `timeout`)."""
     param = _step_param(*item.feeds[0])
-    base, optional = kfp_type(param.annotation)
+    base, _ = kfp_type(param.annotation)
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     help_text = item.help or param.help
     if item.required or param.required:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
-from volcano_pipelines.errors import WorkFailed, VpipeError
+from volcano_pipelines.errors import VpipeError, WorkFailed
 from volcano_pipelines.kfp import summary as summaries
 from volcano_pipelines.kfp.generate import kfp_type
 from volcano_pipelines.kfp.specs import COMPONENTS, STEP_FUNCTIONS

@@ -16,7 +16,7 @@ import yaml
 
 from volcano_pipelines.errors import ClusterError, InputError
 
-__all__ = ["CRON_FIELD", "arguments_for", "cron_expression", "load_pipeline", "recurring_run_request", "to_model", "create"]
+__all__ = ["CRON_FIELD", "arguments_for", "create", "cron_expression", "load_pipeline", "recurring_run_request", "to_model"]
 
 CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,?#\-]+$")
 CRON_HELP = ("a cron expression of 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds first, "

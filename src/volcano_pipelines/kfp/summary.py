@@ -83,8 +83,9 @@ def _failure(failure: Mapping[str, Any] | None) -> list[str]:
 def train_markdown(result: Mapping[str, Any]) -> str:
     """The job status table, the failure reason and log tail when it failed."""
     mark = "succeeded" if result.get("succeeded") else "did not succeed"
-    lines = [f"## Training job `{_cell(result.get('namespace'))}/{_cell(result.get('name'))}`: "
-             f"{_cell(result.get('phase'))} ({mark})", ""]
+    title = (f"## Training job `{_cell(result.get('namespace'))}/{_cell(result.get('name'))}`: "
+             f"{_cell(result.get('phase'))} ({mark})")
+    lines = [title, ""]
     lines += _table([
         ("run", result.get("run_id")),
         ("backend", result.get("backend")),

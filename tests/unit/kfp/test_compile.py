@@ -10,11 +10,11 @@ import pytest
 
 pytest.importorskip("kfp", reason="the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
 
-from volcano_pipelines.cli import compile as compile_cli  # noqa: E402
-from volcano_pipelines.cli import main  # noqa: E402
-from volcano_pipelines.errors import WorkFailed  # noqa: E402
-from volcano_pipelines.kfp import compile as kfp_compile  # noqa: E402
-from tests.golden_files import check_golden  # noqa: E402
+from tests.golden_files import check_golden
+from volcano_pipelines.cli import compile as compile_cli
+from volcano_pipelines.cli import main
+from volcano_pipelines.errors import WorkFailed
+from volcano_pipelines.kfp import compile as kfp_compile
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -11,15 +11,20 @@ import pytest
 
 pytest.importorskip("kfp", reason="the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
 
-from kfp import components as kfp_components  # noqa: E402
+from kfp import components as kfp_components
 
-from volcano_pipelines import __version__  # noqa: E402
-from volcano_pipelines.kfp import components  # noqa: E402
-from volcano_pipelines.kfp.compile import COMPONENT_FILES  # noqa: E402
-from volcano_pipelines.kfp.generate import UnsupportedParameter, component_source, kfp_default, kfp_type  # noqa: E402
-from volcano_pipelines.kfp.runtime import step_function  # noqa: E402
-from volcano_pipelines.kfp.specs import COMPONENTS, RUNTIME_IMAGE, ComponentSource  # noqa: E402
-from volcano_pipelines.steps.params import NOT_FRONT_END, params  # noqa: E402
+from volcano_pipelines import __version__
+from volcano_pipelines.kfp import components
+from volcano_pipelines.kfp.compile import COMPONENT_FILES
+from volcano_pipelines.kfp.generate import (
+    UnsupportedParameter,
+    component_source,
+    kfp_default,
+    kfp_type,
+)
+from volcano_pipelines.kfp.runtime import step_function
+from volcano_pipelines.kfp.specs import COMPONENTS, RUNTIME_IMAGE, ComponentSource
+from volcano_pipelines.steps.params import NOT_FRONT_END, params
 
 REPO = Path(__file__).resolve().parents[3]
 KFP_TYPES = {"str": "String", "int": "Integer", "float": "Float", "bool": "Boolean", "list": "List", "dict": "Dict"}

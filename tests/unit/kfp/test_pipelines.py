@@ -10,13 +10,13 @@ import yaml
 
 pytest.importorskip("kfp", reason="the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
 
-from volcano_pipelines.kfp import pipelines  # noqa: E402
-from volcano_pipelines.kfp.compile import compile_text  # noqa: E402
-from volcano_pipelines.kfp.generate import kfp_default, kfp_type  # noqa: E402
-from volcano_pipelines.kfp.platform import StepPod  # noqa: E402
-from volcano_pipelines.kfp.runtime import step_function  # noqa: E402
-from volcano_pipelines.kfp.specs import COMPONENTS  # noqa: E402
-from volcano_pipelines.steps.params import params  # noqa: E402
+from volcano_pipelines.kfp import pipelines
+from volcano_pipelines.kfp.compile import compile_text
+from volcano_pipelines.kfp.generate import kfp_default, kfp_type
+from volcano_pipelines.kfp.platform import StepPod
+from volcano_pipelines.kfp.runtime import step_function
+from volcano_pipelines.kfp.specs import COMPONENTS
+from volcano_pipelines.steps.params import params
 
 RUN_ID = "{{$.pipeline_job_uuid}}"
 

@@ -14,11 +14,11 @@ import yaml
 
 pytest.importorskip("kfp_server_api", reason="the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
 
-import kfp_server_api  # noqa: E402
+import kfp_server_api
 
-from volcano_pipelines.cli import main  # noqa: E402
-from volcano_pipelines.errors import InputError  # noqa: E402
-from volcano_pipelines.kfp import schedule  # noqa: E402
+from volcano_pipelines.cli import main
+from volcano_pipelines.errors import InputError
+from volcano_pipelines.kfp import schedule
 
 REPO = Path(__file__).resolve().parents[3]
 PIPELINE = REPO / "pipelines" / "train-and-serve.yaml"
