@@ -1,0 +1,117 @@
+"""The source text of each KFP component function, generated from the step's one signature
+(steps/params.py). KFP lightweight components ship their function's *source* to the pod and
+read their inputs from its annotations, so the function must spell out every parameter with a
+KFP type and a literal default: writing them by hand would be a second copy of every step
+signature. Pure: text in, text out; nothing here imports kfp."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from volcano_pipelines.kfp.specs import ComponentSource
+from volcano_pipelines.steps.params import Param, params
+
+__all__ = ["ARTIFACTS", "UnsupportedParameter", "component_source", "kfp_default", "kfp_type"]
+
+_SCALARS = ("str", "int", "float", "bool")
+_LISTS = ("Sequence[", "list[", "List[", "tuple[")
+_MAPS = ("Mapping[", "dict[", "Dict[")
+# Every step component writes these two output artifacts (KFP artifact types).
+ARTIFACTS: tuple[tuple[str, str, str], ...] = (
+    ("metrics", "Metrics", "numbers of this step (shown in the run's metrics view)"),
+    ("summary", "Markdown", "what happened, as a table (shown in the run's visualizations)"),
+)
+
+
+class UnsupportedParameter(TypeError):
+    """A step parameter whose type has no KFP equivalent: the generator refuses it rather
+    than leave an argument out of the component silently."""
+
+
+def kfp_type(annotation: str) -> tuple[str, bool]:
+    """A signature annotation ("Mapping[str, int] | None") -> (KFP-compatible Python type
+    text, may be None). KFP parameters are str, int, float, bool, list and dict."""
+    text = annotation.strip()
+    optional = False
+    if text.endswith("| None"):
+        text, optional = text[: -len("| None")].strip(), True
+    elif text.startswith("Optional[") and text.endswith("]"):
+        text, optional = text[len("Optional["):-1].strip(), True
+    if text in _SCALARS:
+        return text, optional
+    if text.startswith(_LISTS):
+        return "list", optional
+    if text.startswith(_MAPS):
+        return "dict", optional
+    raise UnsupportedParameter(f"no KFP parameter type for {annotation!r}")
+
+
+def kfp_default(value: Any, base: str) -> Any:
+    """A step default as a KFP default: tuples are lists (KFP defaults are JSON), an int
+    default of a float parameter is a float."""
+    if isinstance(value, tuple):
+        return [kfp_default(item, "") for item in value]
+    if base == "float" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _docstring_text(text: str) -> str:
+    # Help text goes into a triple-quoted docstring of generated code.
+    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+
+
+def _annotation(param: Param) -> str:
+    base, optional = kfp_type(param.annotation)
+    return f"Optional[{base}]" if optional or (not param.required and param.default is None) else base
+
+
+def component_source(spec: ComponentSource, step: Callable[..., Any]) -> str:
+    """The component function's source: typed inputs (required ones first, then the output
+    artifacts, then those with defaults), a docstring KFP turns into input descriptions, and
+    a body that hands everything to volcano_pipelines.kfp.runtime."""
+    step_params = [p for p in params(step) if p.name not in spec.skip]
+    reserved = {name for name, _, _ in ARTIFACTS} | {name for name, _, _ in spec.extra_inputs}
+    clash = sorted(reserved & {p.name for p in step_params})
+    if clash:
+        raise UnsupportedParameter(f"step parameter {clash[0]!r} clashes with a component input of the same name")
+    required = [p for p in step_params if p.required]
+    optional = [p for p in step_params if not p.required]
+    lines = [f"def {spec.function}("]
+    for p in required:
+        lines.append(f"    {p.name}: {_annotation(p)},")
+    for name, annotation, _ in spec.extra_inputs:
+        lines.append(f"    {name}: {annotation},")
+    for name, kind, _ in ARTIFACTS:
+        lines.append(f"    {name}: Output[{kind}],")
+    for p in optional:
+        base, _ = kfp_type(p.annotation)
+        lines.append(f"    {p.name}: {_annotation(p)} = {kfp_default(p.default, base)!r},")
+    fields = ", ".join(f"({name!r}, {kind})" for name, kind, _ in spec.outputs)
+    lines.append(f") -> NamedTuple('Outputs', [{fields}]):")
+    lines.append(f'    """{_docstring_text(spec.summary)}')
+    lines.append("")
+    lines.append("    Args:")
+    documented: Sequence[tuple[str, str]] = [
+        *((p.name, p.help) for p in required),
+        *((name, text) for name, _, text in spec.extra_inputs),
+        *((name, text) for name, _, text in ARTIFACTS),
+        *((p.name, p.help) for p in optional),
+    ]
+    for name, text in documented:
+        lines.append(f"        {name}: {_docstring_text(text) or name.replace('_', ' ')}")
+    lines.append("")
+    lines.append("    Returns:")
+    for name, _, text in spec.outputs:
+        lines.append(f"        {name}: {_docstring_text(text)}")
+    lines.append('    """')
+    lines.append("    from volcano_pipelines.kfp.runtime import run_step")
+    lines.append("")
+    lines.append(f"    return run_step({spec.step!r}, {{")
+    for name, _, _ in spec.extra_inputs:
+        lines.append(f"        {name!r}: {name},")
+    for p in step_params:
+        lines.append(f"        {p.name!r}: {p.name},")
+    lines.append("    }, metrics=metrics, summary=summary)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,175 @@
+"""The end-to-end pipelines: `train-and-serve` (sync -> train tf) and `train-and-serve-mpi`
+(sync -> train mpi), inside an exit handler that reports and cleans up. Each pipeline
+parameter mirrors one step parameter and takes its type, default and help from the step's
+signature (steps/params.py); only the wiring is written here.
+
+Not built yet (DESIGN.md): reap, tensorboard, serve. They follow `train` inside the exit
+handler (see `_body`, "the seam"); the train task's outputs (job_name, job_namespace, result)
+are what they will take."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kfp import dsl
+from kfp.dsl.graph_component import GraphComponent
+
+from volcano_pipelines.kfp import components, platform
+from volcano_pipelines.kfp.generate import kfp_default, kfp_type
+from volcano_pipelines.kfp.runtime import step_function
+from volcano_pipelines.kfp.specs import COMPONENTS
+from volcano_pipelines.steps.params import Param, params
+
+__all__ = ["DATA_MOUNT", "KINDS", "PIPELINE_NAMES", "Input", "inputs_of", "pipeline_parameter", "train_and_serve"]
+
+# Where the sync step pod mounts the data PVC (and so where it writes the dataset).
+DATA_MOUNT = "/data"
+# The KFP run id: one identity for every step of a run, so a retried step attaches to the job
+# its first attempt created instead of creating a second one.
+RUN_ID = dsl.PIPELINE_JOB_ID_PLACEHOLDER
+KINDS = ("tf", "mpi")
+PIPELINE_NAMES = {"tf": "train-and-serve", "mpi": "train-and-serve-mpi"}
+STEP_RETRIES = 2  # a lost step pod (eviction, node loss) is retried; the retry attaches
+_EMPTY: dict[str, Any] = {"str": "", "list": [], "dict": {}}
+_TYPES: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict}
+
+
+@dataclass(frozen=True)
+class Input:
+    """A pipeline parameter: the component parameters it feeds (the first one gives its
+    type, default and help), a help text of its own where the step's would mislead, and
+    `required` where the pipeline needs a value the step can do without."""
+
+    name: str
+    feeds: tuple[tuple[str, str], ...]
+    help: str = ""
+    required: bool = False
+
+
+# Training parameters a pipeline run takes as they are (same name, type, default and help as
+# the step's); the job's identity (run_id), name and data PVC are wired by the pipeline.
+_JOB = ("code_url", "code_sha256", "entry", "gpus", "cpu", "memory", "queue", "priority_class", "log_pvc", "data_dir",
+        "env", "pod_labels", "node_selector", "tolerations", "image_pull_secrets", "service_account", "max_retry",
+        "ttl", "on_cancel")
+_SHAPE = {"train_tf": ("workers", "ps", "args"), "train_mpi": ("workers", "slots_per_worker", "command", "mpiexec_args")}
+
+
+def _train_inputs(train: str) -> tuple[Input, ...]:
+    return (
+        Input("model_name", ((train, "name"),),
+              "name of the model; the training job is named after it (DNS label; pods are <name>-<task>-<index>)"),
+        Input("dataset_url", (("sync", "src"),),
+              "the dataset: hdfs://, viewfs://, webhdfs://, file:// or any fsspec URL"),
+        Input("data_pvc", ((train, "data_pvc"),),
+              f"PVC the dataset is staged into: mounted at {DATA_MOUNT} in the sync step, read-only in the training pods",
+              required=True),
+        Input("image", ((train, "image"),), "image of the training pods", required=True),
+        *(Input(name, ((train, name),)) for name in _SHAPE[train] + _JOB),
+        Input("namespace", ((train, "namespace"), ("finish_run", "namespace")),
+              "namespace of the training job (empty: the namespace the pipeline runs in)"),
+        Input("kubeconfig", ((train, "kubeconfig"), ("finish_run", "kubeconfig")),
+              "kubeconfig file in the step pod; empty: the step pod's in-cluster identity (the normal case)"),
+        Input("sync_include", (("sync", "include"),), "sync only files matching these globs ('**' crosses directories)"),
+        Input("sync_exclude", (("sync", "exclude"),), "skip files matching these globs"),
+        Input("sync_delete", (("sync", "delete"),), "remove staged files that are no longer in the dataset"),
+        Input("sync_checksum", (("sync", "checksum"),), "compare and verify by content hash, not size + mtime"),
+        Input("sync_transfers", (("sync", "transfers"),), "parallel file transfers"),
+        Input("hdfs_user", (("sync", "user"),), "HDFS simple-auth user (empty: $HADOOP_USER_NAME or the pod's user)"),
+        Input("on_failure", (("finish_run", "on_failure"),)),
+    )
+
+
+def inputs_of(kind: str) -> tuple[Input, ...]:
+    return _train_inputs("train_tf" if kind == "tf" else "train_mpi")
+
+
+def _step_param(component: str, name: str) -> Param:
+    found = {p.name: p for p in params(step_function(COMPONENTS[component].step))}
+    if name not in found:
+        raise KeyError(f"{COMPONENTS[component].step} has no parameter {name!r}")
+    return found[name]
+
+
+def pipeline_parameter(item: Input) -> tuple[inspect.Parameter, str]:
+    """The pipeline parameter for `item` and its help. A step parameter that may be None
+    becomes an empty text / list / dict ("not set": runtime.step_arguments turns it back into
+    None). A number that may be None cannot be a pipeline parameter: KFP has no "no value"
+    for it (kfp.local refuses an optional parameter without a default) and 0 may be a real
+    value; such a step argument is a compile-time option of the pipeline (e.g. `timeout`)."""
+    param = _step_param(*item.feeds[0])
+    base, _ = kfp_type(param.annotation)
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    help_text = item.help or param.help
+    if item.required or param.required:
+        return inspect.Parameter(item.name, kind, annotation=_TYPES[base]), help_text
+    if param.default is None:
+        if base not in _EMPTY:
+            raise TypeError(f"{item.name}: a {base} whose default is None cannot be a pipeline parameter")
+        return inspect.Parameter(item.name, kind, annotation=_TYPES[base], default=_EMPTY[base]), help_text
+    return inspect.Parameter(item.name, kind, annotation=_TYPES[base], default=kfp_default(param.default, base)), help_text
+
+
+def _signature(inputs: tuple[Input, ...]) -> tuple[inspect.Signature, str]:
+    built = [pipeline_parameter(item) for item in inputs]
+    ordered = [p for p, _ in built if p.default is p.empty] + [p for p, _ in built if p.default is not p.empty]
+    doc = "\n".join(f"    {p.name}: {text}" for p, text in built)
+    return inspect.Signature(ordered), doc
+
+
+def _feeding(inputs: tuple[Input, ...], values: Mapping[str, Any], component: str) -> dict[str, Any]:
+    return {param: values[item.name] for item in inputs for target, param in item.feeds if target == component}
+
+
+def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_mount: str,
+          step_pod: platform.StepPod, fixed: Mapping[str, Any], retries: int) -> None:
+    train_name = "train_tf" if kind == "tf" else "train_mpi"
+    finish = components.finish_run(run_id=RUN_ID, **_feeding(inputs, values, "finish_run"))
+    finish.set_display_name("report and clean up")
+    with dsl.ExitHandler(finish, name=PIPELINE_NAMES[kind]):
+        staged = components.sync(dst=data_mount, **_feeding(inputs, values, "sync"))
+        staged.set_display_name("sync dataset")
+        platform.mount_data(staged, values["data_pvc"], data_mount)
+        train = components.ALL[train_name](run_id=RUN_ID, **fixed, **_feeding(inputs, values, train_name))
+        train.set_display_name(f"train ({kind})")
+        train.after(staged)
+        for task in (staged, train):
+            if retries:
+                task.set_retry(num_retries=retries, backoff_duration="30s")
+        # The seam: reap, tensorboard and serve (not built yet) go here, after `train`, taking
+        # train.outputs["job_name"], ["job_namespace"] and ["result"].
+    for task in (finish, staged, train):
+        platform.shape(task, step_pod)
+        # Never cached: a cached sync would skip new data, a cached train would skip training.
+        task.set_caching_options(False)
+
+
+def train_and_serve(kind: str = "tf", *, data_mount: str = DATA_MOUNT, step_pod: platform.StepPod | None = None,
+                    timeout: float | None = None, step_retries: int = STEP_RETRIES) -> GraphComponent:
+    """The pipeline for `kind` (tf or mpi). `data_mount` is where the sync step writes (the
+    data PVC's mount point in its pod); tests that run the pipeline locally point it at a
+    temporary directory. `step_pod` shapes every step pod (pull secrets, node selector).
+    `timeout` (seconds) bounds the training step: the job is aborted and the run fails.
+    `step_retries`: how often a failed sync / train step pod is retried (each retry attaches
+    to what the first attempt started)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    inputs = inputs_of(kind)
+    signature, arg_docs = _signature(inputs)
+    pod = step_pod or platform.StepPod()
+    fixed = {} if timeout is None else {"timeout": float(timeout)}
+
+    def pipeline_func(*args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(*args, **kwargs)  # KFP passes the parameters positionally
+        _body(kind, inputs, bound.arguments, data_mount, pod, fixed, step_retries)
+
+    train = COMPONENTS["train_tf" if kind == "tf" else "train_mpi"]
+    description = (f"Stage a dataset into a PVC, then {train.summary[0].lower()}{train.summary[1:]} "
+                   "An exit handler reports the run and cleans up its job when the run fails.")
+    pipeline_func.__name__ = PIPELINE_NAMES[kind].replace("-", "_")
+    pipeline_func.__signature__ = signature  # type: ignore[attr-defined]
+    pipeline_func.__doc__ = f"{description}\n\nArgs:\n{arg_docs}\n"
+    built: Callable[..., Any] = dsl.pipeline(name=PIPELINE_NAMES[kind], description=description)
+    return built(pipeline_func)  # type: ignore[no-any-return]

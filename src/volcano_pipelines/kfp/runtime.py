@@ -1,0 +1,168 @@
+"""What runs inside a KFP step pod: the generated component function hands its inputs here;
+this translates them to the step's arguments (KFP's conventions -> Python values), calls the
+step, and turns the result into the component's outputs (parameters, a Metrics artifact, a
+Markdown summary). No decisions about values: the step checks them."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
+
+from volcano_pipelines.errors import VpipeError, WorkFailed
+from volcano_pipelines.kfp import summary as summaries
+from volcano_pipelines.kfp.generate import kfp_type
+from volcano_pipelines.kfp.specs import COMPONENTS, STEP_FUNCTIONS
+from volcano_pipelines.steps.params import params
+
+__all__ = ["outputs_of", "run_step", "step_arguments", "step_function"]
+
+log = logging.getLogger("volcano_pipelines.kfp")
+
+
+def step_function(step: str) -> Callable[..., Any]:
+    module, _, name = STEP_FUNCTIONS[step].partition(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+def _integral(value: Any) -> Any:
+    # KFP carries numbers inside dicts as protobuf doubles: 1 may arrive as 1.0.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def step_arguments(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """KFP input values -> the step's keyword arguments. A field left empty in the KFP UI
+    arrives as '', [] or {} (a UI cannot send None): for a parameter whose default is None,
+    an empty value means "not set". Integer values inside dicts (e.g. gpus per task) may
+    arrive as floats."""
+    out: dict[str, Any] = {}
+    for param in params(fn):
+        if param.name not in arguments:
+            continue
+        value = arguments[param.name]
+        base, _ = kfp_type(param.annotation)
+        if not param.required and param.default is None and isinstance(value, (str, list, dict)) and not value:
+            value = None
+        elif base == "int":
+            value = _integral(value)
+        elif base == "dict" and isinstance(value, Mapping) and param.annotation.replace(" | None", "").endswith("int]"):
+            value = {key: _integral(item) for key, item in value.items()}
+        out[param.name] = value
+    return out
+
+
+def outputs_of(step: str, result: Any) -> dict[str, Any]:
+    """A step result -> the component's output parameters, by name."""
+    if step == "sync":
+        data = result.to_dict()
+        data.pop("plan", None)  # a dry run's per-file plan can be huge; the summary has the counts
+        return {"copied": result.copied, "bytes_copied": result.bytes_copied, "failed": result.failed, "result": data}
+    if step in ("train_tf", "train_mpi"):
+        return {
+            "job_name": result.name, "job_namespace": result.namespace, "run_id": result.run_id or "",
+            "phase": result.phase, "succeeded": result.succeeded,
+            "duration_seconds": float(result.duration_seconds or 0.0), "retries": result.retries,
+            "result": result.to_dict(),
+        }
+    if step == "finish_run":
+        return {"pipeline_state": result.pipeline_state, "job_phase": result.job_phase, "cleanup": result.cleanup,
+                "result": result.to_dict()}
+    raise KeyError(step)
+
+
+def _report(step: str, result: Any, metrics: Any, summary: Any) -> None:
+    data = result.to_dict()
+    if step == "sync":
+        numbers, text = summaries.sync_metrics(data), summaries.sync_markdown(data)
+    elif step == "finish_run":
+        numbers = summaries.train_metrics(data["job"]) if data.get("job") else {}
+        text = summaries.finish_markdown(data)
+    else:
+        numbers, text = summaries.train_metrics(data), summaries.train_markdown(data)
+    for name, value in numbers.items():
+        metrics.log_metric(name, value)
+    _write(summary, text)
+
+
+def _write(artifact: Any, text: str) -> None:
+    with open(artifact.path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _fail(message: str, exit_code: int) -> NoReturn:
+    # The step's one-line error, not a traceback: what a user typed wrong reads like the CLI's.
+    print(f"vpipe: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(exit_code)
+
+
+def _progress(fn: Callable[..., Any]) -> Any:
+    """Progress lines in the pod's log (what the KFP UI shows while a step runs): the step's
+    own Progress class decides which adapter it gets."""
+    from volcano_pipelines.cli.progress import LineProgress
+
+    if "progress" not in inspect.signature(fn).parameters:
+        return None
+    lines = LineProgress(sys.stderr)
+    wanted = fn.__globals__.get("Progress")
+    if not isinstance(wanted, type) or issubclass(LineProgress, wanted):
+        return lines
+    return _transfer_progress(wanted, lines)
+
+
+def _transfer_progress(base: type, lines: Any) -> Any:
+    """The sync engine's progress hooks (transfer.report.Progress) drawn as log lines."""
+
+    class TransferLines(base):  # type: ignore[misc, valid-type]
+        def planned(self, text: str) -> None:
+            lines.note(text)
+
+        def changed(self) -> None:
+            lines.files(self.files_done, self.files_total, self.bytes_done, self.bytes_total)
+
+        def finish(self) -> None:
+            lines.close()
+
+    return TransferLines()
+
+
+def run_step(step: str, arguments: dict[str, Any], *, metrics: Any, summary: Any) -> tuple[Any, ...]:
+    """Call the step named `step` with the component's inputs; write its metrics and summary;
+    return its output parameters in the component's order. A failed step exits non-zero
+    (the KFP task fails) after writing what it knows."""
+    from volcano_pipelines.cli.progress import configure_logging
+
+    configure_logging()
+    spec = COMPONENTS[step]
+    fn = step_function(step)
+    arguments = dict(arguments)
+    final_status = arguments.pop("status", None)
+    if final_status is not None:  # the exit handler: KFP's PipelineTaskFinalStatus
+        arguments["pipeline_state"] = final_status.state
+        arguments["error_message"] = final_status.error_message or ""
+    kwargs = step_arguments(fn, arguments)
+    progress = _progress(fn)
+    if progress is not None:
+        kwargs["progress"] = progress
+    try:
+        result = fn(**kwargs)
+    except VpipeError as err:
+        partial = getattr(err, "result", None)  # SyncFailed carries what was done
+        if partial is not None:
+            _report(step, partial, metrics, summary)
+        else:
+            _write(summary, summaries.error_markdown(step, str(err)))
+        _fail(str(err), err.exit_code)
+    finally:
+        if progress is not None and hasattr(progress, "close"):
+            progress.close()
+    _report(step, result, metrics, summary)
+    if step in ("train_tf", "train_mpi") and kwargs.get("wait", True) and not result.succeeded:
+        # Only a job that ran to its end (or was given up on) fails the step; wait=false returns early.
+        _fail(result.message or f"job {result.namespace}/{result.name} ended {result.phase}", WorkFailed.exit_code)
+    values = outputs_of(step, result)
+    return tuple(values[name] for name, _, _ in spec.outputs)

@@ -1,0 +1,89 @@
+"""What each KFP component is: the step it calls and the output parameters it returns. Shared
+by the generator (compile time) and the runtime (inside the step pod); imports neither kfp
+nor the steps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from volcano_pipelines import __version__
+
+__all__ = ["COMPONENTS", "RUNTIME_IMAGE", "RUNTIME_IMAGE_REPOSITORY", "STEP_FUNCTIONS", "ComponentSource"]
+
+# The image every component runs in: the package itself (with its `kfp` and `sync` extras),
+# tagged with the package version so a component and the code it calls never disagree.
+RUNTIME_IMAGE_REPOSITORY = "volcano-pipelines/runtime"
+RUNTIME_IMAGE = f"{RUNTIME_IMAGE_REPOSITORY}:{__version__}"
+
+
+@dataclass(frozen=True)
+class ComponentSource:
+    """One component: its function name, the step it calls (a STEP_FUNCTIONS key), a one-line
+    summary, the output parameters it returns (name, KFP type, help) and any extra inputs that
+    stand for step parameters (`skip`)."""
+
+    function: str
+    step: str
+    summary: str
+    outputs: tuple[tuple[str, str, str], ...]
+    extra_inputs: tuple[tuple[str, str, str], ...] = ()  # (name, annotation, help)
+    skip: frozenset[str] = frozenset()
+
+
+# "module:function" of each step a component calls.
+STEP_FUNCTIONS = {
+    "sync": "volcano_pipelines.steps.sync:sync",
+    "train_tf": "volcano_pipelines.steps.train:train_tf",
+    "train_mpi": "volcano_pipelines.steps.train:train_mpi",
+    "finish_run": "volcano_pipelines.kfp.finish:finish_run",
+}
+
+_TRAIN_OUTPUTS = (
+    ("job_name", "str", "name of the Volcano Job"),
+    ("job_namespace", "str", "namespace of the Volcano Job"),
+    ("run_id", "str", "run identity the job is labelled with"),
+    ("phase", "str", "final phase of the job (Completed; DryRun; Pending etc. without wait)"),
+    ("succeeded", "bool", "the job completed"),
+    ("duration_seconds", "float", "from creation to the final phase (0 when the job has not finished)"),
+    ("retries", "int", "job restarts"),
+    ("result", "dict", "the whole step result (TrainResult.to_dict())"),
+)
+
+COMPONENTS: dict[str, ComponentSource] = {
+    "sync": ComponentSource(
+        "sync", "sync",
+        "Stage a dataset (HDFS, WebHDFS, a directory, any fsspec URL) into a mounted directory: "
+        "incremental, parallel, atomic, verified.",
+        (
+            ("copied", "int", "files copied"),
+            ("bytes_copied", "int", "bytes copied"),
+            ("failed", "int", "files that failed (the step fails when any did)"),
+            ("result", "dict", "the whole step result (SyncResult.to_dict())"),
+        ),
+    ),
+    "train_tf": ComponentSource(
+        "train_tf", "train_tf",
+        "Run distributed TensorFlow as a Volcano Job (parameter servers + workers, + chief, evaluator) "
+        "and wait for its end; the step fails with the reason when the job fails.",
+        _TRAIN_OUTPUTS,
+    ),
+    "train_mpi": ComponentSource(
+        "train_mpi", "train_mpi",
+        "Run an MPI job as a Volcano Job (one mpimaster running mpiexec over N mpiworkers) and wait "
+        "for its end; the step fails with the reason when the job fails.",
+        _TRAIN_OUTPUTS,
+    ),
+    "finish_run": ComponentSource(
+        "finish_run", "finish_run",
+        "Exit handler: report how the run ended and what its training job did; when the run failed, "
+        "clean up the run's training job per on_failure.",
+        (
+            ("pipeline_state", "str", "how the pipeline's tasks ended (SUCCEEDED, FAILED, CANCELED, ...)"),
+            ("job_phase", "str", "phase of the run's training job (NotFound when it has none)"),
+            ("cleanup", "str", "what was done to the job: deleted, aborted, kept or none"),
+            ("result", "dict", "the whole report"),
+        ),
+        extra_inputs=(("status", "PipelineTaskFinalStatus", "the final status of the pipeline's tasks (set by KFP)"),),
+        skip=frozenset({"pipeline_state", "error_message"}),
+    ),
+}

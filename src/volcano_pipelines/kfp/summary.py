@@ -1,0 +1,146 @@
+"""Step results -> what the KFP UI shows: the numbers for a Metrics artifact and the Markdown
+summary. Pure: result dicts (the steps' to_dict()) in, numbers and text out."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["error_markdown", "finish_markdown", "sync_markdown", "sync_metrics", "train_markdown", "train_metrics"]
+
+# Later steps (tensorboard, serve) add their links here; until they exist the summary says so.
+NOT_YET = "TensorBoard and model serving are not part of this pipeline yet."
+TASK_STATES = ("pending", "running", "succeeded", "failed")
+
+
+def _cell(value: Any) -> str:
+    """One table cell: no pipes or line breaks (they would end the cell or the row)."""
+    text = "" if value is None else str(value)
+    return re.sub(r"\s*\n\s*", " ", text).replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    """A fenced block whose fence is longer than any backtick run inside it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text.rstrip()}\n{fence}"
+
+
+def _table(rows: list[tuple[str, Any]]) -> list[str]:
+    lines = ["| | |", "|---|---|"]
+    lines += [f"| {_cell(key)} | {_cell(value)} |" for key, value in rows if value is not None]
+    return lines
+
+
+def _seconds(value: float | None) -> str | None:
+    return None if value is None else f"{value:.1f} s"
+
+
+def train_metrics(result: Mapping[str, Any]) -> dict[str, float]:
+    """Job duration, restarts, and how long parameter servers outlived the completion task
+    (only the numbers the step knows)."""
+    out: dict[str, float] = {"retries": float(result.get("retries") or 0)}
+    for key in ("duration_seconds", "ps_linger_seconds"):
+        if result.get(key) is not None:
+            out[key] = float(result[key])
+    return out
+
+
+def sync_metrics(result: Mapping[str, Any]) -> dict[str, float]:
+    return {
+        "files_copied": float(result.get("copied", 0)),
+        "files_skipped": float(result.get("skipped", 0)),
+        "files_deleted": float(result.get("deleted", 0)),
+        "files_failed": float(result.get("failed", 0)),
+        "files_retried": float(result.get("retried", 0)),
+        "bytes_copied": float(result.get("bytes_copied", 0)),
+        "throughput_mb_s": float(result.get("throughput_mb_s", 0.0)),
+        "duration_seconds": float(result.get("duration_s", 0.0)),
+    }
+
+
+def _tasks(tasks: Mapping[str, Mapping[str, int]]) -> list[str]:
+    if not tasks:
+        return []
+    lines = ["", "| task | " + " | ".join(TASK_STATES) + " |", "|---|" + "---:|" * len(TASK_STATES)]
+    for task, counts in tasks.items():
+        lines.append(f"| {_cell(task)} | " + " | ".join(str(counts.get(state, 0)) for state in TASK_STATES) + " |")
+    return lines
+
+
+def _failure(failure: Mapping[str, Any] | None) -> list[str]:
+    if not failure:
+        return []
+    lines = ["", "### Failure", ""]
+    lines += _table([("pod", failure.get("pod")), ("task", failure.get("task")), ("exit code", failure.get("exit_code")),
+                     ("reason", failure.get("reason")), ("message", failure.get("message"))])
+    if failure.get("log_tail"):
+        lines += ["", f"Last log lines of `{_cell(failure.get('pod'))}`:", "", _code(str(failure["log_tail"]))]
+    return lines
+
+
+def train_markdown(result: Mapping[str, Any]) -> str:
+    """The job status table, the failure reason and log tail when it failed."""
+    mark = "succeeded" if result.get("succeeded") else "did not succeed"
+    title = (f"## Training job `{_cell(result.get('namespace'))}/{_cell(result.get('name'))}`: "
+             f"{_cell(result.get('phase'))} ({mark})")
+    lines = [title, ""]
+    lines += _table([
+        ("run", result.get("run_id")),
+        ("backend", result.get("backend")),
+        ("created by this step", "yes" if result.get("created") else "no (attached to the run's existing job)"),
+        ("duration", _seconds(result.get("duration_seconds"))),
+        ("restarts", result.get("retries")),
+        ("parameter servers outlived the completion task by", _seconds(result.get("ps_linger_seconds"))),
+        ("message", result.get("message")),
+    ])
+    lines += _tasks(result.get("tasks") or {})
+    lines += _failure(result.get("failure"))
+    missing = result.get("missing") or []
+    if missing:
+        lines += ["", "### Not available", ""] + [f"- {_cell(item)}" for item in missing]
+    lines += ["", NOT_YET]
+    return "\n".join(lines) + "\n"
+
+
+def sync_markdown(result: Mapping[str, Any]) -> str:
+    verdict = "dry run" if result.get("dry_run") else ("ok" if not result.get("failed") else "some files failed")
+    lines = [f"## Sync `{_cell(result.get('src'))}` -> `{_cell(result.get('dst'))}`: {verdict}", ""]
+    lines += _table([
+        ("files copied", result.get("copied")),
+        ("files skipped (unchanged)", result.get("skipped")),
+        ("files deleted", result.get("deleted")),
+        ("files failed", result.get("failed")),
+        ("files retried", result.get("retried")),
+        ("bytes copied", result.get("bytes_copied")),
+        ("duration", _seconds(result.get("duration_s"))),
+        ("throughput", f"{result.get('throughput_mb_s', 0.0):.1f} MB/s"),
+    ])
+    failures = result.get("failures") or []
+    if failures:
+        lines += ["", "### Failed files", "", "| path | error |", "|---|---|"]
+        lines += [f"| {_cell(item.get('path'))} | {_cell(item.get('error'))} |" for item in failures]
+    shards = result.get("shard_manifests") or []
+    if shards:
+        lines += ["", "### Shard manifests", ""] + [f"- `{_cell(path)}`" for path in shards]
+    return "\n".join(lines) + "\n"
+
+
+def error_markdown(step: str, message: str) -> str:
+    """A step that stopped with an error before it had a result."""
+    return f"## {step}: error\n\n{_code(message)}\n"
+
+
+def finish_markdown(report: Mapping[str, Any]) -> str:
+    """The exit handler's report: how the run ended, its job, and what cleanup did."""
+    state = report.get("pipeline_state")
+    lines = [f"## Run `{_cell(report.get('run_id'))}`: {_cell(state)}", ""]
+    lines += _table([("error", report.get("error_message")), ("namespace", report.get("namespace")),
+                     ("cleanup of the training job", report.get("cleanup"))])
+    job = report.get("job")
+    if job:
+        lines += [""] + train_markdown(job).rstrip("\n").replace("## ", "### ", 1).splitlines()
+    else:
+        lines += ["", "The run has no training job (it ended before training started)."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,172 @@
+"""The KFP pipelines run for real with kfp.local (SubprocessRunner, no containers): every
+component body runs in its own process, sync copies a local directory, train submits to the
+local control plane (kube-apiserver + Volcano + kwok), the exit handler reports and cleans up.
+What kfp.local cannot show: the kfp-kubernetes settings (PVC mount, pull secrets) and the
+runtime image; the unit tests check those in the compiled IR."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.cluster import behaviour
+
+pytestmark = pytest.mark.integration
+kfp_local = pytest.importorskip("kfp.local", reason="the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
+
+import volcano_pipelines
+from volcano_pipelines.kfp import components
+from volcano_pipelines.kfp.pipelines import train_and_serve
+
+GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
+RUN_LABEL = "volcano-pipelines/run"
+CODE_URL = "https://example.com/code/"  # never fetched: kwok runs no container
+
+
+def _drop_unset_optional_inputs() -> Any:
+    """kfp.local 2.17 casts every integer input with int(), also an optional one nobody set
+    (value None), and fails; KFP's backend leaves such an input out, so the function's own
+    default (None) applies. Do what the backend does. The train components have such inputs
+    (min_available)."""
+    from kfp.local import executor_input_utils
+
+    original = executor_input_utils.executor_input_to_dict
+
+    def to_dict(executor_input: Any, component_spec: Any) -> Any:
+        values = executor_input.inputs.parameter_values
+        for name in list(values):
+            if values[name].WhichOneof("kind") is None:
+                del values[name]
+        return original(executor_input, component_spec)
+
+    return to_dict
+
+
+@pytest.fixture
+def local_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """kfp.local in this process; task outputs under the returned directory. The task
+    processes import the volcano_pipelines this test imports."""
+    from kfp.local import config, executor_input_utils
+
+    monkeypatch.setattr(executor_input_utils, "executor_input_to_dict", _drop_unset_optional_inputs())
+    source = str(Path(volcano_pipelines.__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])))
+    root = tmp_path / "kfp-outputs"
+    kfp_local.init(runner=kfp_local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=False)
+    yield root
+    config.LocalExecutionConfig.instance = None
+
+
+def _task_dir(root: Path, task: str) -> Path:
+    found = sorted(root.glob(f"*/{task}"))
+    assert len(found) == 1, f"expected one output directory of task {task}, found {found}"
+    return found[0]
+
+
+def _outputs(root: Path, task: str) -> dict[str, Any]:
+    """A finished task's output parameters and artifact metadata (executor_output.json)."""
+    data = json.loads((_task_dir(root, task) / "executor_output.json").read_text())
+    out = dict(data.get("parameterValues") or {})
+    for name, artifacts in (data.get("artifacts") or {}).items():
+        out[name] = artifacts["artifacts"][0].get("metadata") or {}
+    return out
+
+
+def _summary(root: Path, task: str) -> str:
+    return (_task_dir(root, task) / "summary").read_text()
+
+
+def _jobs(cluster: Any, namespace: str) -> list[dict[str, Any]]:
+    custom = client.CustomObjectsApi(cluster.api_client())
+    return custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "jobs")["items"]
+
+
+def _dataset(tmp_path: Path) -> Path:
+    src = tmp_path / "dataset"
+    (src / "train").mkdir(parents=True)
+    for i in range(3):
+        (src / "train" / f"part-{i}.tfrecord").write_bytes(bytes([i]) * (1000 + i))
+    (src / "labels.txt").write_text("0\n1\n")
+    return src
+
+
+@pytest.mark.parametrize("kind", ["tf", "mpi"])
+def test_train_and_serve_runs_end_to_end(cluster: Any, namespace: str, local_runs: Path, tmp_path: Path,
+                                         kind: str) -> None:
+    src, staged = _dataset(tmp_path), tmp_path / "staged"
+    shape = {"tf": {"workers": 2, "ps": 1}, "mpi": {"workers": 2, "command": ["python", "train.py"]}}[kind]
+    pipeline = train_and_serve(kind, data_mount=str(staged))
+    pipeline(model_name=f"kfp-{kind}", dataset_url=str(src), data_pvc="", image="trainer:test", code_url=CODE_URL,
+             kubeconfig=str(cluster.kubeconfig), namespace=namespace, **shape)
+
+    # sync really copied the dataset where the data PVC would be mounted.
+    assert (staged / "train" / "part-2.tfrecord").read_bytes() == bytes([2]) * 1002
+    synced = _outputs(local_runs, "sync")
+    assert synced["copied"] == 4 and synced["failed"] == 0 and synced["bytes_copied"] == 3003 + 4
+    assert synced["metrics"]["files_copied"] == 4 and synced["metrics"]["bytes_copied"] == 3007
+    assert "| files copied | 4 |" in _summary(local_runs, "sync")
+
+    # train submitted the job, waited for it, and reports it.
+    trained = _outputs(local_runs, f"train-{kind}")
+    assert trained["phase"] == "Completed" and trained["succeeded"] is True
+    assert (trained["job_name"], trained["job_namespace"]) == (f"kfp-{kind}", namespace)
+    assert trained["duration_seconds"] > 0
+    assert trained["metrics"]["duration_seconds"] == trained["duration_seconds"]
+    assert "retries" in trained["metrics"]
+    summary = _summary(local_runs, f"train-{kind}")
+    assert f"## Training job `{namespace}/kfp-{kind}`: Completed (succeeded)" in summary
+    assert "| worker |" in summary if kind == "tf" else "| mpimaster |" in summary
+
+    # One job, labelled with the run's identity, which the exit handler reports too.
+    jobs = _jobs(cluster, namespace)
+    assert [job["metadata"]["name"] for job in jobs] == [f"kfp-{kind}"]
+    run_id = jobs[0]["metadata"]["labels"][RUN_LABEL]
+    assert run_id and run_id == trained["run_id"] and "{{" not in run_id
+    assert jobs[0]["status"]["state"]["phase"] == "Completed"
+    finished = _outputs(local_runs, "finish-run")
+    assert finished["pipeline_state"] == "SUCCEEDED"
+    assert (finished["job_phase"], finished["cleanup"]) == ("Completed", "none")
+    assert finished["result"]["run_id"] == run_id
+    assert f"## Run `{run_id}`: SUCCEEDED" in _summary(local_runs, "finish-run")
+
+
+def test_failed_training_fails_the_run_and_the_exit_handler_cleans_up(cluster: Any, namespace: str,
+                                                                      local_runs: Path, tmp_path: Path) -> None:
+    # No step retries here: each would only attach to the same failed job (after a back-off).
+    pipeline = train_and_serve("tf", data_mount=str(tmp_path / "staged"), step_retries=0)
+    pipeline(model_name="kfp-fails", dataset_url=str(_dataset(tmp_path)), data_pvc="", image="trainer:test",
+             code_url=CODE_URL, kubeconfig=str(cluster.kubeconfig), namespace=namespace, workers=2, max_retry=1,
+             pod_labels={"worker": behaviour.fail_with(3)})
+
+    # The train step failed (no outputs), but wrote why.
+    train_dir = _task_dir(local_runs, "train-tf")
+    assert not (train_dir / "executor_output.json").exists()
+    summary = _summary(local_runs, "train-tf")
+    assert "Failed (did not succeed)" in summary and "| exit code | 3 |" in summary
+
+    # The exit handler saw the failure, reported the job and deleted it (on_failure=delete).
+    finished = _outputs(local_runs, "finish-run")
+    assert finished["pipeline_state"] == "FAILED"
+    assert (finished["job_phase"], finished["cleanup"]) == ("Failed", "deleted")
+    assert finished["result"]["job"]["failure"]["exit_code"] == 3
+    report = _summary(local_runs, "finish-run")
+    assert "FAILED" in report and "| cleanup of the training job | deleted |" in report
+    assert _jobs(cluster, namespace) == []
+
+
+def test_a_retried_train_step_attaches_to_its_job(cluster: Any, namespace: str, local_runs: Path) -> None:
+    arguments = {"name": "kfp-attach", "run_id": "kfp-run-42", "image": "trainer:test", "code_url": CODE_URL,
+                 "kubeconfig": str(cluster.kubeconfig), "namespace": namespace, "workers": 1}
+    first = components.train_tf(**arguments)
+    second = components.train_tf(**arguments)  # what KFP does when it retries the step
+    assert first.outputs["result"]["created"] is True
+    assert second.outputs["result"]["created"] is False
+    assert first.outputs["phase"] == second.outputs["phase"] == "Completed"
+    jobs = _jobs(cluster, namespace)
+    assert len(jobs) == 1 and jobs[0]["metadata"]["labels"][RUN_LABEL] == "kfp-run-42"

@@ -1,0 +1,161 @@
+"""The KFP components are the step signatures: every front-end parameter of a step is a
+component input with the same default, new step arguments flow through without edits here,
+and a type KFP cannot carry is refused rather than dropped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("kfp", reason="the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
+
+from kfp import components as kfp_components
+
+from volcano_pipelines import __version__
+from volcano_pipelines.kfp import components
+from volcano_pipelines.kfp.compile import COMPONENT_FILES
+from volcano_pipelines.kfp.generate import (
+    UnsupportedParameter,
+    component_source,
+    kfp_default,
+    kfp_type,
+)
+from volcano_pipelines.kfp.runtime import step_function
+from volcano_pipelines.kfp.specs import COMPONENTS, RUNTIME_IMAGE, ComponentSource
+from volcano_pipelines.steps.params import NOT_FRONT_END, params
+
+REPO = Path(__file__).resolve().parents[3]
+KFP_TYPES = {"str": "String", "int": "Integer", "float": "Float", "bool": "Boolean", "list": "List", "dict": "Dict"}
+
+
+def _inputs(component: Any) -> dict[str, Any]:
+    return dict(component.component_spec.inputs or {})
+
+
+def _check_mirrors_step(name: str, component: Any, *, descriptions: bool = True) -> None:
+    spec = COMPONENTS[name]
+    step = step_function(spec.step)
+    inputs = _inputs(component)
+    expected = {p.name for p in params(step)} - spec.skip | {extra for extra, _, _ in spec.extra_inputs}
+    assert set(inputs) == expected, f"{name}: inputs differ from the step's parameters"
+    for param in params(step):
+        if param.name in spec.skip:
+            continue
+        given = inputs[param.name]
+        base, _ = kfp_type(param.annotation)
+        assert given.type == KFP_TYPES[base], (name, param.name, given.type)
+        if param.required:
+            assert given.default is None and not given.optional, (name, param.name)
+        else:
+            assert given.optional, (name, param.name)
+            assert given.default == kfp_default(param.default, base), (name, param.name, given.default, param.default)
+        if descriptions and param.help:
+            assert given.description == param.help, (name, param.name)
+
+
+@pytest.mark.parametrize("name", sorted(COMPONENTS))
+def test_every_step_parameter_is_a_component_input_with_the_same_default(name: str) -> None:
+    _check_mirrors_step(name, components.ALL[name])
+
+
+@pytest.mark.parametrize("name", sorted(COMPONENT_FILES))
+def test_committed_component_file_loads_and_mirrors_the_step(name: str) -> None:
+    loaded = kfp_components.load_component_from_file(str(REPO / COMPONENT_FILES[name]))
+    # (kfp's loader does not read input descriptions back; the file has them.)
+    _check_mirrors_step(name, loaded, descriptions=False)
+
+
+def test_python_only_parameters_are_not_inputs() -> None:
+    for name in ("sync", "train_tf", "train_mpi"):
+        assert not NOT_FRONT_END & set(_inputs(components.ALL[name])), name
+
+
+@pytest.mark.parametrize("name", sorted(COMPONENTS))
+def test_component_runs_in_the_runtime_image_of_this_version_and_installs_nothing(name: str) -> None:
+    container = components.ALL[name].component_spec.implementation.container
+    assert container.image == RUNTIME_IMAGE == f"volcano-pipelines/runtime:{__version__}"
+    command = " ".join(container.command)
+    assert "pip install" not in command
+    # The body only hands over to the runtime (which calls the step).
+    assert f"run_step({COMPONENTS[name].step!r}" in command
+
+
+def test_outputs_are_the_declared_parameters_plus_metrics_and_summary() -> None:
+    for name, spec in COMPONENTS.items():
+        outputs = components.ALL[name].component_spec.outputs
+        assert set(outputs) == {o for o, _, _ in spec.outputs} | {"metrics", "summary"}, name
+        assert outputs["metrics"].type.startswith("system.Metrics")
+        assert outputs["summary"].type.startswith("system.Markdown")
+
+
+def _new_step(src: str, *, max_delete: int | None = None, ratio: float = 1, tags: tuple[str, ...] = ("a",),
+              limits: dict[str, int] | None = None, progress: object = None) -> None:
+    """A step with arguments the real ones do not have (yet).
+
+    Args:
+        src: where from
+        max_delete: refuse to delete more files than this
+        ratio: a float whose default is written as an int
+        tags: a tuple default
+        limits: a per-task mapping
+    """
+
+
+def test_a_new_step_argument_becomes_an_input_without_edits_here() -> None:
+    spec = ComponentSource("new_step", "sync", "A step from the future.", (("copied", "int", "files"),))
+    component = components.build(spec, _new_step, base_image="x:1")
+    inputs = _inputs(component)
+    assert set(inputs) == {"src", "max_delete", "ratio", "tags", "limits"}  # not progress
+    assert inputs["max_delete"].optional and inputs["max_delete"].default is None
+    assert inputs["max_delete"].description == "refuse to delete more files than this"
+    assert inputs["ratio"].type == "Float" and inputs["ratio"].default == 1.0
+    assert inputs["tags"].type == "List" and inputs["tags"].default == ["a"]
+    assert inputs["limits"].type == "Dict"
+
+
+def _bad_step(src: str, *, when: complex = 1j) -> None:
+    """Args:
+        src: x
+        when: a type KFP has no parameter for
+    """
+
+
+def test_a_parameter_kfp_cannot_carry_is_refused_not_dropped() -> None:
+    spec = ComponentSource("bad", "sync", "bad", ())
+    with pytest.raises(UnsupportedParameter, match="complex"):
+        component_source(spec, _bad_step)
+
+
+def _clashing_step(src: str, *, metrics: str = "") -> None:
+    """Args:
+        src: x
+        metrics: same name as an output artifact
+    """
+
+
+def test_a_parameter_named_like_an_output_artifact_is_refused() -> None:
+    with pytest.raises(UnsupportedParameter, match="metrics"):
+        component_source(ComponentSource("c", "sync", "c", ()), _clashing_step)
+
+
+@pytest.mark.parametrize(("annotation", "expected"), [
+    ("str", ("str", False)), ("str | None", ("str", True)), ("Optional[int]", ("int", True)),
+    ("Sequence[str]", ("list", False)), ("Mapping[str, Mapping[str, str]] | None", ("dict", True)),
+    ("float | None", ("float", True)), ("bool", ("bool", False)),
+])
+def test_kfp_type(annotation: str, expected: tuple[str, bool]) -> None:
+    assert kfp_type(annotation) == expected
+
+
+def _quoting_step(src: str) -> None:
+    """Args:
+        src: a \\ backslash and \"\"\" quotes
+    """
+
+
+def test_help_text_with_quotes_and_backslashes_survives_the_docstring() -> None:
+    function = components.define(ComponentSource("q", "sync", 'say """hi"""', ()), _quoting_step)
+    assert function.__doc__.startswith('say """hi"""')
+    assert 'src: a \\ backslash and """ quotes' in function.__doc__

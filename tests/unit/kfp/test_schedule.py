@@ -1,0 +1,166 @@
+"""Scheduled retraining: the recurring-run request, checked against the KFP API's own models
+(kfp_server_api); the CLI's input errors and its dry run. No KFP server exists here, so the
+final API call is not exercised (only that an unreachable server is exit 3)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytest.importorskip("kfp_server_api", reason="the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
+
+import kfp_server_api
+
+from volcano_pipelines.cli import main
+from volcano_pipelines.errors import InputError
+from volcano_pipelines.kfp import schedule
+
+REPO = Path(__file__).resolve().parents[3]
+PIPELINE = REPO / "pipelines" / "train-and-serve.yaml"
+REQUIRED = {"model_name": "mnist", "dataset_url": "hdfs://nn:8020/datasets/mnist", "data_pvc": "mnist-data",
+            "image": "registry.local/tf:2.21"}
+
+
+def _request(**overrides: Any) -> dict[str, Any]:
+    arguments: dict[str, Any] = {"pipeline_text": PIPELINE.read_text(), "pipeline_source": str(PIPELINE),
+                                 "cron": "0 2 * * *", "parameters": REQUIRED}
+    arguments.update(overrides)
+    return schedule.recurring_run_request(**arguments)
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("0 2 * * *", "0 0 2 * * *"),
+    ("*/15 * * * 1-5", "0 */15 * * * 1-5"),
+    ("30 0 2 * * ?", "30 0 2 * * ?"),
+    ("  0   2 * * *  ", "0 0 2 * * *"),
+])
+def test_cron_has_six_fields(raw: str, expected: str) -> None:
+    assert schedule.cron_expression(raw) == expected
+
+
+@pytest.mark.parametrize("raw", ["", "0 2 * *", "0 0 2 * * * 2026", "@daily", "0 2 * * *; rm -rf /"])
+def test_other_crons_are_refused(raw: str) -> None:
+    with pytest.raises(InputError) as err:
+        schedule.cron_expression(raw)
+    assert err.value.field == "cron"
+
+
+def test_request_builds_the_apis_own_model() -> None:
+    request = _request(display_name="nightly mnist", service_account="vpipe-runner", experiment_id="exp-1",
+                       parameters={**REQUIRED, "workers": "4", "gpus": '{"worker": 1}', "sync_delete": "true",
+                                   "ttl": "7200"})
+    model = schedule.to_model(request)
+    assert isinstance(model, kfp_server_api.V2beta1RecurringRun)
+    assert isinstance(model.trigger, kfp_server_api.V2beta1Trigger)
+    assert isinstance(model.trigger.cron_schedule, kfp_server_api.V2beta1CronSchedule)
+    assert model.trigger.cron_schedule.cron == "0 0 2 * * *"
+    assert model.trigger.periodic_schedule is None
+    assert model.max_concurrency == "1"
+    assert model.no_catchup is True
+    assert model.mode == kfp_server_api.RecurringRunMode.ENABLE
+    assert model.display_name == "nightly mnist" and model.experiment_id == "exp-1"
+    assert model.service_account == "vpipe-runner"
+    assert isinstance(model.runtime_config, kfp_server_api.V2beta1RuntimeConfig)
+    assert model.runtime_config.parameters == {**REQUIRED, "workers": 4, "gpus": {"worker": 1}, "sync_delete": True,
+                                               "ttl": 7200}
+    # The JSON the client sends (the v2beta1 API spells its fields in snake case).
+    body = kfp_server_api.ApiClient().sanitize_for_serialization(model)
+    assert body["max_concurrency"] == "1" and body["no_catchup"] is True and body["mode"] == "ENABLE"
+    assert body["trigger"] == {"cron_schedule": {"cron": "0 0 2 * * *"}}
+    assert body["runtime_config"]["parameters"]["workers"] == 4
+
+
+def test_caching_is_off_for_every_task_including_the_exit_handlers_group() -> None:
+    spec = _request()["pipeline_spec"]
+    pipeline_spec = spec["pipeline_spec"]  # with the platform spec (the sync step's PVC mount) beside it
+    assert "platforms" in spec["platform_spec"]
+    tasks = dict(pipeline_spec["root"]["dag"]["tasks"])
+    for component in pipeline_spec["components"].values():
+        tasks.update((component.get("dag") or {}).get("tasks") or {})
+    assert {"sync", "train-tf", "finish-run", "exit-handler-1"} <= set(tasks)
+    assert all(task["cachingOptions"] == {"enableCache": False} for task in tasks.values())
+
+
+def test_caching_is_turned_off_even_in_a_pipeline_compiled_with_it_on() -> None:
+    docs = list(yaml.safe_load_all(PIPELINE.read_text()))
+    tasks = [*docs[0]["root"]["dag"]["tasks"].values(), *docs[0]["components"]["comp-exit-handler-1"]["dag"]["tasks"].values()]
+    for task in tasks:
+        task["cachingOptions"] = {"enableCache": True}
+    spec = _request(pipeline_text=yaml.safe_dump_all(docs))["pipeline_spec"]["pipeline_spec"]
+    assert "'enableCache': True" not in str(spec) and "'enableCache': False" in str(spec)
+
+
+def test_unknown_and_missing_parameters_are_refused() -> None:
+    with pytest.raises(InputError, match="a parameter of the pipeline: args, code_sha256"):
+        _request(parameters={**REQUIRED, "wrokers": "3"})
+    with pytest.raises(InputError, match="missing: image, model_name"):
+        _request(parameters={"dataset_url": "x", "data_pvc": "p"})
+    with pytest.raises(InputError, match="workers is an integer"):
+        _request(parameters={**REQUIRED, "workers": "many"})
+    with pytest.raises(InputError, match="JSON object"):
+        _request(parameters={**REQUIRED, "gpus": "[1]"})
+
+
+def test_a_file_that_is_not_a_pipeline_is_refused() -> None:
+    with pytest.raises(InputError, match="not valid YAML"):
+        _request(pipeline_text="a: [")
+    with pytest.raises(InputError, match="pipelineInfo"):
+        _request(pipeline_text="kind: Workflow\n")
+    with pytest.raises(InputError, match="no field named|Message type"):
+        _request(pipeline_text=PIPELINE.read_text().replace("pipelineInfo:", "pipelineInfo:\n  colour: red", 1))
+
+
+def test_a_field_the_api_does_not_know_fails_before_sending() -> None:
+    with pytest.raises(TypeError, match="no field 'max_concurency'"):
+        schedule.to_model({**_request(), "max_concurency": "1"})
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["schedule", "kfp", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _params() -> list[str]:
+    return [arg for name, value in REQUIRED.items() for arg in ("--param", f"{name}={value}")]
+
+
+def test_cli_dry_run_prints_the_request(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _cli(capsys, "--host", "http://kfp.invalid", "--pipeline-file", str(PIPELINE), "--cron", "0 3 * * 1",
+                        *_params(), "--param", "workers=2", "--disabled", "--dry-run")
+    assert code == 0
+    request = json.loads(out)
+    assert request["trigger"]["cron_schedule"]["cron"] == "0 0 3 * * 1"
+    assert request["mode"] == "DISABLE" and request["runtime_config"]["parameters"]["workers"] == 2
+
+
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["--cron", "0 3 * *"], "--cron"),
+    (["--cron", "0 3 * * *", "--param", "workers"], "--param"),
+    (["--cron", "0 3 * * *", "--param", "nope=1"], "--param"),
+])
+def test_cli_bad_input_exits_2_naming_the_flag(capsys: pytest.CaptureFixture[str], argv: list[str], flag: str) -> None:
+    code, out, err = _cli(capsys, "--host", "http://kfp.invalid", "--pipeline-file", str(PIPELINE), *_params(), *argv)
+    assert code == 2 and out == ""
+    assert f"invalid {flag}=" in err and "Traceback" not in err
+
+
+def test_cli_missing_pipeline_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = _cli(capsys, "--host", "http://kfp.invalid", "--pipeline-file", str(tmp_path / "none.yaml"),
+                        "--cron", "0 3 * * *")
+    assert code == 2 and "--pipeline-file" in err
+
+
+def test_cli_unreachable_server_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code, _, err = _cli(capsys, "--host", f"http://127.0.0.1:{port}", "--pipeline-file", str(PIPELINE),
+                        "--cron", "0 3 * * *", *_params())
+    assert code == 3
+    assert f"cannot reach the KFP API at http://127.0.0.1:{port}" in err
