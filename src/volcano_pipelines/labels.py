@@ -3,12 +3,24 @@ builders put them on, the client finds a run's objects by them."""
 
 from __future__ import annotations
 
-__all__ = ["MANAGED_BY", "MANAGED_BY_LABEL", "RUN_LABEL", "STEP_LABEL", "identity_labels", "run_selector"]
+__all__ = [
+    "MANAGED_BY",
+    "MANAGED_BY_LABEL",
+    "RUN_LABEL",
+    "STEP_LABEL",
+    "VOLCANO_JOB_NAME_LABEL",
+    "VOLCANO_TASK_LABEL",
+    "identity_labels",
+    "run_selector",
+]
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "volcano-pipelines"
 RUN_LABEL = "volcano-pipelines/run"
 STEP_LABEL = "volcano-pipelines/step"
+# Volcano's own labels on the pods it creates: the job and the task (spec) a pod belongs to.
+VOLCANO_JOB_NAME_LABEL = "volcano.sh/job-name"
+VOLCANO_TASK_LABEL = "volcano.sh/task-spec"
 
 
 def identity_labels(step: str, run_id: str | None) -> dict[str, str]:

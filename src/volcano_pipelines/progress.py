@@ -1,12 +1,19 @@
 """What a step tells its front end while it works: one small interface for every step. The
-default does nothing; the CLI draws it (cli/progress.py: rich on a terminal, timestamped lines
-in logs), a KFP or Argo wrapper may log it."""
+default does nothing; LineProgress writes timestamped lines for logs (a step pod in KFP or
+Argo, a CI job), only when something changed plus a heartbeat so a quiet job still shows
+life; the CLI draws a live view on a terminal (cli/progress.py)."""
 
 from __future__ import annotations
 
-from volcano_pipelines.volcano.status import JobStatus
+import logging
+import sys
+import threading
+import time
+from typing import Any, TextIO
 
-__all__ = ["Progress"]
+from volcano_pipelines.volcano.status import JobStatus, format_progress
+
+__all__ = ["LineProgress", "Progress", "configure_logging"]
 
 
 class Progress:
@@ -21,3 +28,70 @@ class Progress:
 
     def close(self) -> None:
         """The step is over: finish any live display."""
+
+
+HEARTBEAT_SECONDS = 60.0
+FILES_EVERY_SECONDS = 10.0
+
+
+def configure_logging(*, quiet: bool = False, verbose: bool = False) -> None:
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
+    # The client's own chatter (retries, connection pool) is noise for users.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+
+
+def _stamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _files_line(files_done: int, files_total: int, bytes_done: int, bytes_total: int, elapsed: float) -> str:
+    pct = 100.0 * bytes_done / bytes_total if bytes_total else (100.0 if files_done >= files_total else 0.0)
+    return (f"files {files_done}/{files_total}, {bytes_done / 1e6:.1f}/{bytes_total / 1e6:.1f} MB ({pct:.1f}%), "
+            f"{bytes_done / 1e6 / max(elapsed, 1e-6):.1f} MB/s")
+
+
+class LineProgress(Progress):
+    """For logs: one line per change, never a carriage return."""
+
+    def __init__(self, stream: TextIO, *, clock: Any = time.monotonic) -> None:
+        self.stream = stream
+        self.clock = clock
+        self.started = clock()
+        self.lock = threading.Lock()
+        self.last_line = ""
+        self.last_print: float | None = None
+        self.last_files: float | None = None
+        self.files_state: tuple[int, int, int, int] | None = None
+
+    def _write(self, line: str) -> None:
+        self.stream.write(f"{_stamp()} {line}\n")
+        self.stream.flush()
+
+    def note(self, line: str) -> None:
+        with self.lock:
+            self._write(line)
+
+    def job(self, name: str, status: JobStatus, problem: str | None) -> None:
+        line = format_progress(name, status, problem)
+        now = self.clock()
+        with self.lock:
+            if line != self.last_line or self.last_print is None or now - self.last_print >= HEARTBEAT_SECONDS:
+                self._write(line)
+                self.last_print = now
+            self.last_line = line
+
+    def files(self, files_done: int, files_total: int, bytes_done: int, bytes_total: int) -> None:
+        now = self.clock()
+        with self.lock:
+            self.files_state = (files_done, files_total, bytes_done, bytes_total)
+            if self.last_files is not None and now - self.last_files < FILES_EVERY_SECONDS:
+                return
+            self.last_files = now
+            self._write("sync " + _files_line(*self.files_state, now - self.started))
+
+    def close(self) -> None:
+        with self.lock:
+            if self.files_state is not None and self.last_files is not None:
+                self._write("sync " + _files_line(*self.files_state, self.clock() - self.started))

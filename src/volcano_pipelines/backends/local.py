@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from volcano_pipelines.backends.base import Job, Pod, Scheduling
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.local.runner import JobRunner, Paths, validate
-from volcano_pipelines.volcano.common import RUN_LABEL, STEP_LABEL
+from volcano_pipelines.labels import RUN_LABEL, STEP_LABEL
 
 # What an image's environment would hold, taken from ours; the rest is the pod's own.
 PASSED_ENV = ("HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME", "TMPDIR")
@@ -224,6 +224,10 @@ class LocalSession:
 
     def linger_seconds(self) -> float | None:
         return self._runner.linger
+
+    def missing(self) -> list[str]:
+        # Every source of information is this process's own: nothing can be refused.
+        return []
 
 
 def tail(path: Path, lines: int) -> str | None:

@@ -47,7 +47,8 @@ SPELLING: dict[str, FlagSpec] = {
     "command": FlagSpec("value", ("--command",), "'PROGRAM ARGS'"),
     "mpiexec_args": FlagSpec("list", ("--mpiexec-arg",), "ARG"),
 }
-RUN_PARAMS = frozenset({"backend", "kubeconfig", "context", "timeout", "on_cancel", "dry_run", "log_lines", "local_dir"})
+RUN_PARAMS = frozenset({"backend", "kubeconfig", "context", "timeout", "on_cancel", "dry_run", "log_lines", "local_dir",
+                        "local_data_dir", "local_log_dir"})
 # Per-task flags users know from the old launchers: --cpu-per-worker is --worker-cpu.
 WORKER_ALIASES = {"cpu": "--cpu-per-worker", "memory": "--memory-per-worker", "gpus": "--gpus-per-worker"}
 _TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "str": str}

@@ -1,31 +1,16 @@
-"""Drawing a step's progress (volcano_pipelines.progress.Progress): on a terminal, a live view
-drawn by rich (a per-task table while a job runs, a bar while files copy); in logs, plain
-timestamped lines when something changed, plus a heartbeat so a quiet job still shows life."""
+"""Drawing a step's progress on a terminal: a live view drawn by rich (a per-task table while a
+job runs, a bar while files copy). In logs (not a terminal): progress.LineProgress."""
 
 from __future__ import annotations
 
-import logging
-import sys
 import threading
 import time
 from typing import Any, TextIO
 
-from volcano_pipelines.progress import Progress
-from volcano_pipelines.volcano.status import JobStatus, format_progress
+from volcano_pipelines.progress import LineProgress, Progress, configure_logging
+from volcano_pipelines.volcano.status import JobStatus
 
-__all__ = ["LineProgress", "RichProgress", "configure_logging", "make_progress"]
-
-HEARTBEAT_SECONDS = 60.0
-FILES_EVERY_SECONDS = 10.0
-
-
-def configure_logging(*, quiet: bool = False, verbose: bool = False) -> None:
-    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
-    # The client's own chatter (retries, connection pool) is noise for users.
-    logging.getLogger("urllib3").setLevel(logging.ERROR)
-    logging.getLogger("kubernetes").setLevel(logging.WARNING)
-
+__all__ = ["RichProgress", "configure_logging", "make_progress"]
 
 def make_progress(stream: TextIO, *, quiet: bool = False) -> Progress:
     if quiet:
@@ -33,61 +18,6 @@ def make_progress(stream: TextIO, *, quiet: bool = False) -> Progress:
     if stream.isatty():
         return RichProgress(stream)
     return LineProgress(stream)
-
-
-def _stamp() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def _files_line(files_done: int, files_total: int, bytes_done: int, bytes_total: int, elapsed: float) -> str:
-    pct = 100.0 * bytes_done / bytes_total if bytes_total else (100.0 if files_done >= files_total else 0.0)
-    return (f"files {files_done}/{files_total}, {bytes_done / 1e6:.1f}/{bytes_total / 1e6:.1f} MB ({pct:.1f}%), "
-            f"{bytes_done / 1e6 / max(elapsed, 1e-6):.1f} MB/s")
-
-
-class LineProgress(Progress):
-    """For logs: one line per change, never a carriage return."""
-
-    def __init__(self, stream: TextIO, *, clock: Any = time.monotonic) -> None:
-        self.stream = stream
-        self.clock = clock
-        self.started = clock()
-        self.lock = threading.Lock()
-        self.last_line = ""
-        self.last_print: float | None = None
-        self.last_files: float | None = None
-        self.files_state: tuple[int, int, int, int] | None = None
-
-    def _write(self, line: str) -> None:
-        self.stream.write(f"{_stamp()} {line}\n")
-        self.stream.flush()
-
-    def note(self, line: str) -> None:
-        with self.lock:
-            self._write(line)
-
-    def job(self, name: str, status: JobStatus, problem: str | None) -> None:
-        line = format_progress(name, status, problem)
-        now = self.clock()
-        with self.lock:
-            if line != self.last_line or self.last_print is None or now - self.last_print >= HEARTBEAT_SECONDS:
-                self._write(line)
-                self.last_print = now
-            self.last_line = line
-
-    def files(self, files_done: int, files_total: int, bytes_done: int, bytes_total: int) -> None:
-        now = self.clock()
-        with self.lock:
-            self.files_state = (files_done, files_total, bytes_done, bytes_total)
-            if self.last_files is not None and now - self.last_files < FILES_EVERY_SECONDS:
-                return
-            self.last_files = now
-            self._write("sync " + _files_line(*self.files_state, now - self.started))
-
-    def close(self) -> None:
-        with self.lock:
-            if self.files_state is not None and self.last_files is not None:
-                self._write("sync " + _files_line(*self.files_state, self.clock() - self.started))
 
 
 class RichProgress(Progress):

@@ -14,13 +14,12 @@ from kubernetes import watch
 from volcano_pipelines.k8s.client import Cluster
 from volcano_pipelines.k8s.errors import Forbidden, from_exception
 from volcano_pipelines.k8s.watch import WATCH_WINDOW_SECONDS
+from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL
 
 __all__ = ["FailedPodWatcher", "MissingInfo", "job_events", "job_pods", "pod_log_tail"]
 
 log = logging.getLogger(__name__)
 
-# Volcano's own label on the pods it creates.
-VOLCANO_JOB_NAME_LABEL = "volcano.sh/job-name"
 
 Obj = dict[str, Any]
 

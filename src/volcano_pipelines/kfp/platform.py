@@ -13,7 +13,7 @@ from typing import Any
 
 from kfp import kubernetes
 
-from volcano_pipelines.volcano.validate import parse_toleration
+from volcano_pipelines.kube.validate import parse_toleration
 
 __all__ = ["StepPod", "mount_data", "shape"]
 

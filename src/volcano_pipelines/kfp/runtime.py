@@ -103,7 +103,7 @@ def _fail(message: str, exit_code: int) -> NoReturn:
 def _progress(fn: Callable[..., Any]) -> Any:
     """Progress lines in the pod's log (what the KFP UI shows while a step runs): the step's
     own Progress class decides which adapter it gets."""
-    from volcano_pipelines.cli.progress import LineProgress
+    from volcano_pipelines.progress import LineProgress
 
     if "progress" not in inspect.signature(fn).parameters:
         return None
@@ -134,7 +134,7 @@ def run_step(step: str, arguments: dict[str, Any], *, metrics: Any, summary: Any
     """Call the step named `step` with the component's inputs; write its metrics and summary;
     return its output parameters in the component's order. A failed step exits non-zero
     (the KFP task fails) after writing what it knows."""
-    from volcano_pipelines.cli.progress import configure_logging
+    from volcano_pipelines.progress import configure_logging
 
     configure_logging()
     spec = COMPONENTS[step]

@@ -35,7 +35,7 @@ STEP_FUNCTIONS = {
     "sync": "volcano_pipelines.steps.sync:sync",
     "train_tf": "volcano_pipelines.steps.train:train_tf",
     "train_mpi": "volcano_pipelines.steps.train:train_mpi",
-    "finish_run": "volcano_pipelines.kfp.finish:finish_run",
+    "finish_run": "volcano_pipelines.steps.finish:finish_run",
 }
 
 _TRAIN_OUTPUTS = (

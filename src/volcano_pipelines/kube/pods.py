@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["container", "env_list", "pod_spec", "resources"]
+__all__ = ["container", "env_list", "literal", "pod_spec", "resources"]
 
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -32,6 +32,13 @@ def resources(cpu: str | None, memory: str | None, gpus: int = 0) -> dict[str, d
     return out
 
 
+def literal(text: str) -> str:
+    """Kubernetes expands `$(VAR)` in a container's command, args and env values, and turns
+    `$$` into `$`: doubling every `$` makes the text reach the process exactly as written
+    (a user argument `--name=$(id)` stays that, and so does the entry script's bash)."""
+    return text.replace("$", "$$")
+
+
 def env_list(values: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"name": k, "value": v} for k, v in values.items()]
 
@@ -51,10 +58,10 @@ def container(
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name, "image": image}
     if command:
-        out["command"] = list(command)
+        out["command"] = [literal(part) for part in command]
     if args or command:
-        out["args"] = list(args)
-    out["env"] = [dict(e) for e in env]
+        out["args"] = [literal(arg) for arg in args]
+    out["env"] = [{**e, "value": literal(e["value"])} if "value" in e else dict(e) for e in env]
     out["resources"] = dict(resources or {})
     out["volumeMounts"] = [dict(m) for m in mounts]
     if ports:

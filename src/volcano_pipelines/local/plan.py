@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.kube.pods import literal
 from volcano_pipelines.volcano.common import DATA_VOLUME, LOG_VOLUME
 from volcano_pipelines.volcano.entrypoint import MPI_MASTER_SCRIPT, MPI_WORKER_SCRIPT, TF_SCRIPT, container_command
 
@@ -324,5 +325,5 @@ def nodes_file() -> str:
 
 def _is_command(task: Mapping[str, Any], command: list[str]) -> bool:
     containers = task["template"]["spec"].get("containers") or []
-    return bool(containers) and list(containers[0].get("command") or []) == command
+    return bool(containers) and list(containers[0].get("command") or []) == [literal(part) for part in command]
 

@@ -28,10 +28,10 @@ from typing import Any
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.local import plan as planning
 from volcano_pipelines.local.processes import PodProcess, stop_pods
-from volcano_pipelines.volcano.common import VOLCANO_JOB_NAME_LABEL, VOLCANO_TASK_LABEL
+from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL, VOLCANO_TASK_LABEL
 
 # The fetch program the container's script runs (entrypoint.py keeps it private; see the report).
-from volcano_pipelines.volcano.entrypoint import _FETCH_PY as FETCH_PY
+from volcano_pipelines.volcano.entrypoint import FETCH_PY
 
 log = logging.getLogger(__name__)
 

@@ -1,27 +1,23 @@
 """The step API: one flat function per step; every front end (CLI, KFP, Argo, Python) calls
-these and nothing else. Imported lazily so that `render` never loads the sync engine or the
-Kubernetes client."""
+these and nothing else. Importing them is cheap: the Kubernetes client, the HDFS clients and
+TensorFlow are loaded only by the steps that use them, when they run."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from volcano_pipelines.steps.finish import RunReport, finish_run
+from volcano_pipelines.steps.results import TrainResult
+from volcano_pipelines.steps.sync import SyncResult, sync
+from volcano_pipelines.steps.train import render_mpi, render_tf, status, train_mpi, train_tf
 
-__all__ = ["SyncResult", "TrainResult", "render_mpi", "render_tf", "status", "sync", "train_mpi", "train_tf"]
-
-_HOMES = {
-    "sync": "volcano_pipelines.steps.sync",
-    "SyncResult": "volcano_pipelines.steps.sync",
-    "TrainResult": "volcano_pipelines.steps.results",
-    "render_tf": "volcano_pipelines.steps.train",
-    "render_mpi": "volcano_pipelines.steps.train",
-    "train_tf": "volcano_pipelines.steps.train",
-    "train_mpi": "volcano_pipelines.steps.train",
-    "status": "volcano_pipelines.steps.train",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(name)
+__all__ = [
+    "RunReport",
+    "SyncResult",
+    "TrainResult",
+    "finish_run",
+    "render_mpi",
+    "render_tf",
+    "status",
+    "sync",
+    "train_mpi",
+    "train_tf",
+]

@@ -212,6 +212,8 @@ def train_tf(
     wait: bool = True,
     log_lines: int = 20,
     local_dir: str | None = None,
+    local_data_dir: str | None = None,
+    local_log_dir: str | None = None,
     progress: Progress | None = None,
     **job: Any,
 ) -> TrainResult:
@@ -229,11 +231,13 @@ def train_tf(
         dry_run: build and check the job; create nothing
         wait: wait for the job to finish (false: submit and return)
         log_lines: last log lines of a failed pod to report
-        local_dir: working directory of the local backend (code, data, logs)
+        local_dir: local backend: working directory for the job's files (default ./vpipe-local)
+        local_data_dir: local backend: the directory standing in for the data volume (default <local_dir>/data)
+        local_log_dir: local backend: the directory standing in for the log volume (default <local_dir>/logs)
     """
     return _train(render_tf, name, job, backend=backend, kubeconfig=kubeconfig, context=context, namespace=namespace,
                   timeout=timeout, on_cancel=on_cancel, dry_run=dry_run, wait=wait, log_lines=log_lines,
-                  local_dir=local_dir, progress=progress)
+                  local=(local_dir, local_data_dir, local_log_dir), progress=progress)
 
 
 @extend_signature(render_mpi)
@@ -250,6 +254,8 @@ def train_mpi(
     wait: bool = True,
     log_lines: int = 20,
     local_dir: str | None = None,
+    local_data_dir: str | None = None,
+    local_log_dir: str | None = None,
     progress: Progress | None = None,
     **job: Any,
 ) -> TrainResult:
@@ -267,11 +273,13 @@ def train_mpi(
         dry_run: build and check the job; create nothing
         wait: wait for the job to finish (false: submit and return)
         log_lines: last log lines of a failed pod to report
-        local_dir: working directory of the local backend (code, data, logs)
+        local_dir: local backend: working directory for the job's files (default ./vpipe-local)
+        local_data_dir: local backend: the directory standing in for the data volume (default <local_dir>/data)
+        local_log_dir: local backend: the directory standing in for the log volume (default <local_dir>/logs)
     """
     return _train(render_mpi, name, job, backend=backend, kubeconfig=kubeconfig, context=context, namespace=namespace,
                   timeout=timeout, on_cancel=on_cancel, dry_run=dry_run, wait=wait, log_lines=log_lines,
-                  local_dir=local_dir, progress=progress)
+                  local=(local_dir, local_data_dir, local_log_dir), progress=progress)
 
 
 def status(
@@ -302,7 +310,7 @@ def status(
 
 def _train(render: Any, name: str, job: dict[str, Any], *, backend: str, kubeconfig: str | None, context: str | None,
            namespace: str | None, timeout: float | None, on_cancel: str, dry_run: bool, wait: bool, log_lines: int,
-           local_dir: str | None, progress: Progress | None) -> TrainResult:
+           local: tuple[str | None, str | None, str | None], progress: Progress | None) -> TrainResult:
     # Everything is checked before the first call to any backend.
     if backend not in BACKENDS:
         raise InputError("backend", backend, f"one of {', '.join(BACKENDS)}")
@@ -323,7 +331,7 @@ def _train(render: Any, name: str, job: dict[str, Any], *, backend: str, kubecon
         meta = manifest["metadata"]
         return TrainResult(name=meta["name"], namespace=meta["namespace"], run_id=job["run_id"], phase="DryRun",
                            succeeded=True, backend=backend, message="dry run: nothing was created", manifest=manifest)
-    target = _backend(backend, kubeconfig, context, local_dir)
+    target = _backend(backend, kubeconfig, context, *local)
     if namespace is None and backend == "cluster":
         manifest = render(name, namespace=target.cluster.namespace, **job)  # type: ignore[attr-defined]
     policy = WaitPolicy(timeout_seconds=timeout, on_cancel=on_cancel, wait=wait, log_lines=log_lines)
@@ -343,9 +351,14 @@ def _cluster_backend(kubeconfig: str | None, context: str | None) -> Any:
     return ClusterBackend(connect(kubeconfig, context))
 
 
-def _backend(name: str, kubeconfig: str | None, context: str | None, local_dir: str | None) -> Backend:
+def _backend(name: str, kubeconfig: str | None, context: str | None, local_dir: str | None,
+             local_data_dir: str | None, local_log_dir: str | None) -> Backend:
     if name == "local":
-        from volcano_pipelines.backends.local import LocalBackend  # type: ignore[import-not-found]
+        import sys
 
-        return LocalBackend(workdir=local_dir)  # type: ignore[no-any-return]
+        from volcano_pipelines.backends.local import LocalBackend
+
+        # Pod output goes to stderr, so that --json stays alone on stdout.
+        return LocalBackend(local_dir or os.path.join(os.getcwd(), "vpipe-local"), local_data_dir, local_log_dir,
+                            output=sys.stderr)
     return _cluster_backend(kubeconfig, context)  # type: ignore[no-any-return]

@@ -17,7 +17,7 @@ SCRIPT_NAME = "vpipe-entry"
 # (as served by nginx autoindex or `python -m http.server`) fetched recursively below it.
 # $VPIPE_FETCH_BACKOFF (seconds, default 1) is the first pause between retries; it doubles
 # up to 20 s. Tests set it to 0.
-_FETCH_PY = r"""
+FETCH_PY = r"""
 import base64, hashlib, io, os, sys, tarfile, time, urllib.parse, urllib.request, zipfile
 from html.parser import HTMLParser
 
@@ -147,8 +147,8 @@ task_index="${VK_TASK_INDEX:-0}"
 case "$task_index" in ''|*[!0-9]*) log "VK_TASK_INDEX is not a number: '$task_index'"; exit 64;; esac
 if [ -n "${VPIPE_CODE_URL:-}" ]; then
   mkdir -p "$VPIPE_CODE_DIR"
-  python3 - <<'VPIPE_FETCH_PY'
-''' + _FETCH_PY + r'''VPIPE_FETCH_PY
+  python3 - <<'VPIPEFETCH_PY'
+''' + FETCH_PY + r'''VPIPEFETCH_PY
   cd "$VPIPE_CODE_DIR"
   # Directory listings and zip archives carry no file modes: an entry point run as a program
   # ('trainbin', not .sh / .py) must still be executable.
@@ -179,7 +179,8 @@ run_entry --job_name="$VPIPE_ROLE" --task_index="$task_index" \
 
 MPI_WORKER_SCRIPT = _PRELUDE + r'''log "mpiworker $task_index of job ${VPIPE_JOB_NAME}: starting sshd"
 mkdir -p /var/run/sshd
-exec /usr/sbin/sshd -D -e
+# VPIPE_SSHD: where sshd lives (the local backend points it at a stand-in).
+exec "${VPIPE_SSHD:-/usr/sbin/sshd}" -D -e
 '''
 
 # The first $VPIPE_MPIEXEC_NARGS positional arguments are extra mpiexec options, the rest is
@@ -189,12 +190,12 @@ mpiexec_args=("${@:1:$nargs}")
 program=("${@:$((nargs + 1))}")
 for _ in $(seq 1 300); do [ -s "$VPIPE_WORKER_HOSTFILE" ] && break; sleep 1; done
 hostfile="$(mktemp)"
-while read -r host _; do
+while read -r host _ || [ -n "$host" ]; do
   [ -n "$host" ] && printf '%s slots=%s\n' "$host" "$VPIPE_SLOTS_PER_WORKER" >> "$hostfile"
 done < "$VPIPE_WORKER_HOSTFILE"
 # Gang scheduling starts every pod together, but sshd may not listen yet: wait for each.
 ssh_port="${VPIPE_SSH_PORT:-22}"
-while read -r host _; do
+while read -r host _ || [ -n "$host" ]; do
   for attempt in $(seq 1 120); do
     if (exec 3<>"/dev/tcp/$host/$ssh_port") 2>/dev/null; then break; fi
     [ "$attempt" = 120 ] && { log "sshd on $host did not answer in 120 s"; exit 69; }

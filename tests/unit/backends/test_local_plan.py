@@ -116,8 +116,9 @@ def test_tf_plan_rewrites_the_cluster_and_maps_volumes() -> None:
         assert p.env["PATH"] == "/venv/bin:/usr/bin" and p.env["HOME"] == "/root"
         assert p.code_url == "http://files/code/" and p.entry == "run.sh" and p.standin is None
         assert p.cwd == f"/local/job/pods/{pod}/work" and p.cwd in p.dirs
-        # Args: $(VAR) of the container's env expanded, $$ escaped, the rest verbatim.
-        assert p.argv[:2] == ("bash", "-c") and p.argv[-3:] == ("--pod=$(HOSTNAME)", f"--role={task}", "$(VPIPE_ROLE)")
+        # Args arrive exactly as the user gave them: the builder escaped every $ for the
+        # kubelet's $(VAR) expansion, and the local backend expands as the kubelet does.
+        assert p.argv[:2] == ("bash", "-c") and p.argv[-3:] == ("--pod=$(HOSTNAME)", "--role=$(VPIPE_ROLE)", "$$(VPIPE_ROLE)")
     # Parameter servers get no data volume, but our contract's data directory still maps.
     assert "/local/data" in plans["mnist-worker-0"].dirs and "/local/logs" in plans["mnist-ps-0"].dirs
 

@@ -12,6 +12,7 @@ import yaml
 
 from volcano_pipelines.cli import main
 from volcano_pipelines.cli.flags import flag_for
+from volcano_pipelines.local.plan import expand
 from volcano_pipelines.steps.train import render_mpi, render_tf
 from volcano_pipelines.steps.train_spec import MPI_TASKS, TF_TASKS, param_for
 
@@ -68,7 +69,10 @@ def test_flags_reach_the_job(capsys: pytest.CaptureFixture[str]) -> None:
         {"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
     ]
     assert w["imagePullPolicy"] == "Always"
-    assert w["args"] == ["--lr", "0.1", "--name=$(id)"]
+    # Kubernetes expands $(VAR) in args and turns $$ into $: escaped, the argument arrives as typed.
+    assert w["args"] == ["--lr", "0.1", "--name=$$(id)"]
+    defined = {e["name"]: e["value"] for e in w["env"]}
+    assert [expand(a, defined) for a in w["args"]] == ["--lr", "0.1", "--name=$(id)"]
     assert w["ports"][0]["containerPort"] == 3333
     assert list(tasks(job)) == ["chief", "ps", "worker", "evaluator"]
 
@@ -79,7 +83,7 @@ def test_mpi_command_split_or_after_dashdash(capsys: pytest.CaptureFixture[str])
     assert tasks(job)["mpiworker"]["replicas"] == 3
     assert container(job, "mpimaster")["resources"]["requests"] == {"cpu": "500m", "memory": "512Mi"}
     job = render(capsys, "mpi", "--name", "h", "--mpiexec-arg=-x", "--mpiexec-arg", "FOO", "--", "prog", "$HOME")
-    assert container(job, "mpimaster")["args"] == ["-x", "FOO", "prog", "$HOME"]
+    assert [expand(a, {}) for a in container(job, "mpimaster")["args"]] == ["-x", "FOO", "prog", "$HOME"]
 
 
 @pytest.mark.parametrize(

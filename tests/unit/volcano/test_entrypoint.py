@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.volcano.http_server import Seen, basic, serve
+from volcano_pipelines.local.plan import expand
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Role, Storage, TFJobSpec
 from volcano_pipelines.volcano.tf import build_tf_job
@@ -68,12 +69,17 @@ def run_container(job: dict, task: str, tmp: Path, *, task_index: int = 0, extra
                   path_prefix: str | None = None) -> subprocess.CompletedProcess:
     """Run a task's container command as the kubelet would: argv = command + args, env = env."""
     container = next(t for t in job["spec"]["tasks"] if t["name"] == task)["template"]["spec"]["containers"][0]
-    env = {e["name"]: e["value"] for e in container["env"]}
+    # The kubelet expands $(VAR) in env values (in order) and in command and args.
+    defined: dict[str, str] = {}
+    for e in container["env"]:
+        defined[e["name"]] = expand(e["value"], defined)
+    env = dict(defined)
     env["VPIPE_CODE_DIR"] = str(tmp / "code")  # the pod's emptyDir
     env.update({"VK_TASK_INDEX": str(task_index), "VPIPE_TEST_OUT": str(tmp / "out.json"), "HOME": str(tmp)})
     env["PATH"] = (path_prefix + os.pathsep if path_prefix else "") + os.environ["PATH"]
     env.update(extra_env or {})
-    return subprocess.run(container["command"] + container["args"], env=env, cwd=tmp, capture_output=True, timeout=60)
+    argv = [expand(part, defined) for part in container["command"] + container["args"]]
+    return subprocess.run(argv, env=env, cwd=tmp, capture_output=True, timeout=60)
 
 
 def received(tmp: Path) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from volcano_pipelines.local.plan import expand
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Role, Storage
 
@@ -57,7 +58,8 @@ def test_master_runs_mpiexec_over_hostfile_with_slots() -> None:
 
 def test_workers_run_sshd_in_foreground() -> None:
     worker = tasks(build_mpi_job(spec()))["mpiworker"]["template"]["spec"]["containers"][0]
-    assert "sshd -D" in worker["command"][2]
+    # What bash receives once the kubelet has expanded $(VAR) and turned $$ into $.
+    assert 'exec "${VPIPE_SSHD:-/usr/sbin/sshd}" -D -e' in expand(worker["command"][2], {})
     assert worker["args"] == []
     assert worker["ports"] == [{"name": "ssh", "containerPort": 22, "protocol": "TCP"}]
 

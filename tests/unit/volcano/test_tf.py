@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from volcano_pipelines.local.plan import expand
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, Resources, Role, Storage, TFJobSpec
 from volcano_pipelines.volcano.tf import build_tf_job
 
@@ -229,7 +230,9 @@ def test_user_args_are_container_args_and_script_is_constant() -> None:
     a = build_tf_job(spec(args=hostile))
     b = build_tf_job(spec(args=("plain",)))
     ca, cb = container(a, "worker"), container(b, "worker")
-    assert ca["args"] == list(hostile)
+    # Escaped for the kubelet's $(VAR) expansion, so they arrive as typed.
+    assert [expand(arg, {}) for arg in ca["args"]] == list(hostile)
+    assert ca["args"][1] == "$$(rm -rf /)"
     assert ca["command"] == cb["command"]  # user data never reaches the script text
     assert ca["command"][:2] == ["bash", "-c"]
 

@@ -1,10 +1,7 @@
 """The exit handler's work: say how a pipeline run ended and what its training job did, and
 when the run did not succeed, clean the job up (a step pod that died without SIGTERM leaves
-its job running; a failed job keeps its name taken until its ttl). Shaped like a step (flat,
-typed, one docstring) so its component is generated like the others.
-
-The step API has no "find / clean up a run's job" step yet, so this one module reads the run's
-job through volcano_pipelines.k8s directly; it belongs in steps/ once such a step exists."""
+its job running; a failed job keeps its name taken until its ttl). A step like the others
+(flat, typed, one docstring): the KFP exit handler calls it, and so can an Argo onExit."""
 
 from __future__ import annotations
 

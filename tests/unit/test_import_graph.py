@@ -1,0 +1,72 @@
+"""The layering the design promises, read from the source: front ends (cli, kfp, argo) ->
+steps -> pure builders (volcano, kube) and backends -> the k8s client. A module may import
+only from the layers its package is allowed to see; no front end imports another."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "volcano_pipelines"
+PACKAGE = "volcano_pipelines"
+# Neutral modules every layer may use.
+NEUTRAL = {"errors", "labels", "manifest", "progress", "__init__", "__main__"}
+# package -> the packages it may import from (besides NEUTRAL and itself).
+ALLOWED: dict[str, set[str]] = {
+    # volcano: the pure status readers progress lines are drawn from; kfp / argo: `vpipe
+    # compile` and `vpipe schedule` write and submit those front ends' artifacts (never the
+    # other way round); kube: pure value parsing (tolerations).
+    "cli": {"steps", "volcano", "kube", "kfp", "argo"},
+    "kfp": {"steps", "kube"},
+    "argo": {"steps", "kube"},
+    "steps": {"volcano", "kube", "backends", "transfer", "k8s", "lifecycle"},
+    "backends": {"volcano", "kube", "k8s", "local"},
+    "local": {"volcano", "kube"},
+    "k8s": set(),
+    "volcano": {"kube"},
+    "kube": set(),
+    "lifecycle": {"kube", "volcano"},
+    "transfer": set(),
+}
+
+
+def layer(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return parts[0] if len(parts) > 1 else parts[0]
+
+
+def imported_layers(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == PACKAGE and len(parts) > 1:
+                out.add(parts[1])
+    return out
+
+
+MODULES = sorted(p for p in SRC.rglob("*.py") if "egg-info" not in str(p))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
+def test_module_imports_only_what_its_layer_may_see(path: Path) -> None:
+    own = layer(path)
+    if own in NEUTRAL:
+        return
+    allowed = ALLOWED.get(own)
+    assert allowed is not None, f"{own}: a new package needs a place in ALLOWED"
+    bad = sorted(imported_layers(path) - allowed - NEUTRAL - {own})
+    assert bad == [], f"{path.relative_to(SRC)} imports {bad}, which the {own} layer may not use"
+
+
+def test_no_module_above_400_lines_without_a_reason() -> None:
+    long = {str(p.relative_to(SRC)): len(p.read_text().splitlines()) for p in MODULES}
+    assert {name: n for name, n in long.items() if n > 400} == {}
