@@ -421,7 +421,9 @@ def _execute(
             try:
                 result.shard_manifests = write_shards(root, present, shards)
             except OSError as err:
-                raise _dest_error(err, "writing shard manifests") from err
+                # The files are synced: the error carries the report of that.
+                mapped = _dest_error(err, "writing shard manifests")
+                raise SyncFailed(str(mapped), result, exit_code=mapped.exit_code) from err
     return False
 
 
@@ -446,9 +448,9 @@ def _tally(result: SyncResult, outcomes: list[Outcome]) -> None:
                 result.failures.append({"path": display_path(o.path), "error": o.error or "failed"})
 
 
-def _dest_error(err: OSError, what: str) -> Exception:
+def _dest_error(err: OSError, what: str) -> VpipeError:
     mapped = dest_mod.classify_os_error(err, what)
-    return mapped if mapped is not err else WorkFailed(f"destination error while {what}: {err}")
+    return mapped if isinstance(mapped, VpipeError) else WorkFailed(f"destination error while {what}: {err}")
 
 
 def _failure_text(result: SyncResult) -> str:

@@ -295,6 +295,17 @@ def test_json_reports_every_failure(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert code == 0 and json.loads(out)["error"] is None and json.loads(out)["ok"] is True
 
 
+def test_json_reports_what_was_copied_when_a_later_step_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "src"
+    _tree(src, {"a": b"a", "b/c": b"c"})
+    dst = tmp_path / "dst"
+    (dst / ".vpipe").mkdir(parents=True)
+    (dst / ".vpipe" / "shards").write_bytes(b"a file where the manifests' directory goes")
+    code, report = _json_failure(capsys, str(src), str(dst), "--shards", "2")
+    assert code == 1 and "writing shard manifests" in report["error"]
+    assert report["copied"] == 2 and read_tree(dst) == read_tree(src)  # the files were synced, and it says so
+
+
 def test_json_reports_a_destination_that_refuses_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root for a read-only bind mount")
