@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from volcano_pipelines.errors import EXIT_OK, InputError, VpipeError
 from volcano_pipelines.transfer.executor import DEFAULT_TRANSFERS
-from volcano_pipelines.transfer.plan import DEFAULT_MAX_DELETE
+from volcano_pipelines.transfer.plan import DEFAULT_MAX_DELETE, display_path, quoted_path
 from volcano_pipelines.transfer.report import Progress
 
 if TYPE_CHECKING:
@@ -250,13 +250,13 @@ def _print_result(result: SyncResult, args: argparse.Namespace) -> None:
     if result.dry_run:
         for item in result.plan:
             if item["action"] != "skip":
-                print(f"{item['action']:8} {item['path']}  ({item['reason']})")
+                print(f"{item['action']:8} {display_path(item['path'])}  ({item['reason']})")
         print(f"dry run: would copy {result.copied}, skip {result.skipped}, delete {result.deleted}, "
               f"clean {result.cleaned}, reject {result.failed}")
         return
     print(result.summary())
     for failure in result.failures:
-        print(f"failed: {failure['path']!r}: {failure['error']}")
+        print(f"failed: {quoted_path(failure['path'])}: {failure['error']}")
     for path in result.shard_manifests:
         print(f"shard manifest: {path}")
 

@@ -32,6 +32,8 @@ from volcano_pipelines.transfer.plan import (
     check_glob,
     display_path,
     parse_max_delete,
+    quoted_path,
+    utf8_path,
 )
 from volcano_pipelines.transfer.report import Progress, write_shards
 from volcano_pipelines.transfer.sources import Auth, SourceMissing, open_source, short_error
@@ -75,7 +77,10 @@ class SyncResult:
         return self.failed == 0 and self.error is None
 
     def to_dict(self) -> dict[str, Any]:
+        """For JSON: names that are not UTF-8 with those bytes as \\xNN (`utf8_path`)."""
         out = asdict(self)
+        for row in out["failures"] + out["plan"]:
+            row["path"] = utf8_path(row["path"])
         out["ok"] = self.ok
         return out
 
@@ -362,7 +367,7 @@ def _plan_line(plan: Plan, listing: dest_mod.DestListing, listed: int, in_use: i
 
 def _fill_dry_run(result: SyncResult, plan: Plan) -> None:
     result.plan = [
-        {"action": item.action.value, "path": display_path(item.path), "reason": item.reason, "size": item.size}
+        {"action": item.action.value, "path": item.path, "reason": item.reason, "size": item.size}
         for item in plan.items
     ]
     counts = plan.counts()
@@ -373,7 +378,7 @@ def _fill_dry_run(result: SyncResult, plan: Plan) -> None:
     result.cleaned = counts["cleanup"]
     result.failed = counts["reject"]
     result.failures = [
-        {"path": display_path(i.path), "error": f"rejected: {i.reason}"} for i in plan.of(Action.REJECT)
+        {"path": i.path, "error": f"rejected: {i.reason}"} for i in plan.of(Action.REJECT)
     ][:MAX_LISTED_FAILURES]
 
 
@@ -445,7 +450,7 @@ def _tally(result: SyncResult, outcomes: list[Outcome]) -> None:
         else:
             result.failed += 1
             if len(result.failures) < MAX_LISTED_FAILURES:
-                result.failures.append({"path": display_path(o.path), "error": o.error or "failed"})
+                result.failures.append({"path": o.path, "error": o.error or "failed"})
 
 
 def _dest_error(err: OSError, what: str) -> VpipeError:
@@ -454,6 +459,6 @@ def _dest_error(err: OSError, what: str) -> VpipeError:
 
 
 def _failure_text(result: SyncResult) -> str:
-    shown = "; ".join(f"{f['path']!r}: {f['error']}" for f in result.failures[:3])
+    shown = "; ".join(f"{quoted_path(f['path'])}: {f['error']}" for f in result.failures[:3])
     more = f" (and {result.failed - 3} more)" if result.failed > 3 else ""
     return shown + more

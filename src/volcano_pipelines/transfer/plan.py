@@ -140,15 +140,26 @@ def is_utf8(path: str) -> bool:
     return True
 
 
+def utf8_path(path: str) -> str:
+    """A path as JSON reports carry it: its bytes that are not UTF-8 written as \\xNN, so
+    the report is valid Unicode (no lone surrogates)."""
+    if is_utf8(path):
+        return path
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def display_path(path: str) -> str:
-    """A path as reports show it: valid UTF-8 always, with the bytes that are not UTF-8
-    and control characters written as \\xNN, so neither a JSON report nor a terminal
-    receives lone surrogates or escape sequences."""
+    """A path as a terminal is shown it: `utf8_path`, and control characters as \\xNN
+    too (no escape sequences reach the terminal)."""
     if path.isprintable():
         return path
-    if not is_utf8(path):
-        path = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", path)
+    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", utf8_path(path))
+
+
+def quoted_path(path: str) -> str:
+    """A path quoted in a message: repr() of the name, or of its bytes when they are not
+    UTF-8 (b'bad\\xff.bin'): every character escaped, nothing ambiguous."""
+    return repr(path) if is_utf8(path) else repr(path.encode("utf-8", "surrogateescape"))
 
 
 def is_temp_name(name: str) -> bool:

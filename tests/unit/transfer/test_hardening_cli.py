@@ -347,6 +347,9 @@ def test_a_name_that_is_not_utf8_is_rejected_at_planning(tmp_path: Path, capsys:
     }
     assert report["copied"] == 1 and "UnicodeEncodeError" not in out + err
     assert sorted(os.listdir(dst)) == [".vpipe", "ok.txt"]
+    code, out, err = _sync(capsys, str(src), str(dst), "-q")
+    assert code == 1 and "failed: b'bad\\xff.bin': rejected: name is not valid UTF-8" in out
+    assert "b'bad\\xff.bin': rejected: name is not valid UTF-8" in err
 
 
 def test_the_plan_line_counts_what_the_filters_excluded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,7 +19,9 @@ from volcano_pipelines.transfer.plan import (
     display_path,
     full_unsafe_reason,
     parse_max_delete,
+    quoted_path,
     unsafe_reason,
+    utf8_path,
 )
 
 
@@ -94,9 +96,11 @@ def test_nothing_to_delete_is_never_refused() -> None:
 def test_a_name_that_is_not_utf8_is_rejected_and_shown_escaped() -> None:
     name = b"d/bad\xff.bin".decode("utf-8", "surrogateescape")  # as os.scandir hands it over
     assert unsafe_reason(name) == full_unsafe_reason(name) == "name is not valid UTF-8"
-    assert display_path(name) == "d/bad\\xff.bin"
+    assert display_path(name) == utf8_path(name) == "d/bad\\xff.bin"
+    assert quoted_path(name) == "b'd/bad\\xff.bin'" and quoted_path("evil\nname") == "'evil\\nname'"
     assert display_path(name).encode("utf-8")  # printable, JSON-safe
     assert display_path("esc\x1b[31m") == "esc\\x1b[31m"
+    assert utf8_path("esc\x1b[31m\n") == "esc\x1b[31m\n"  # JSON escapes those itself
     assert display_path("plain/é ü.txt") == "plain/é ü.txt"
     plan = build_plan([E(name), E("ok")], [])
     assert {i.path: i.action.value for i in plan.items} == {name: "reject", "ok": "copy"}
