@@ -383,11 +383,11 @@ def open_source(location: Location, auth: Auth) -> Source:
         if location.scheme in ("hdfs", "viewfs"):
             return HdfsSource(location, auth)
         return FsspecSource(location, auth)
+    except InputError:
+        raise
     except ImportError as err:
         raise InputError("src", location.url, _install_hint(location.scheme, err)) from err
-    except (TypeError, ValueError) as err:
-        if isinstance(err, InputError):
-            raise
+    except (TypeError, ValueError) as err:  # the protocol's constructor refused the URL
         raise InputError("src", location.url, f"a URL the {location.scheme} file system accepts ({short_error(err)})") from err
     except OSError as err:
         raise ClusterError(f"cannot open {location.url}: {short_error(err)}") from err
