@@ -116,7 +116,7 @@ def test_source_rewritten_during_copy_is_detected_and_recopied(hdfs, gluster) ->
                 with client.create(f"{root}/moving.bin", WriteOptions(overwrite=True)) as w:
                     w.write(new)
 
-    result = sync(f"{hdfs.url}{root}", str(dst), transfers=1, chunk_size=1 << 20, progress=Rewrite())
+    result = sync(f"{hdfs.url}{root}", str(dst), transfers=1, chunk_mib=1, progress=Rewrite())
 
     assert fired.is_set()
     assert result.failed == 0 and result.copied == 1 and result.retried == 1

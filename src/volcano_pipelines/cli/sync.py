@@ -6,15 +6,44 @@ import argparse
 import json
 import logging
 import sys
+import threading
 import time
-from typing import TextIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
 
-from volcano_pipelines.errors import EXIT_OK, VpipeError
+from volcano_pipelines.errors import EXIT_OK, InputError, VpipeError
 from volcano_pipelines.transfer.executor import DEFAULT_TRANSFERS
+from volcano_pipelines.transfer.plan import DEFAULT_MAX_DELETE, display_path, quoted_path
 from volcano_pipelines.transfer.report import Progress
+
+if TYPE_CHECKING:
+    from volcano_pipelines.steps.sync import SyncResult
 
 LOG_EVERY_SECONDS = 10.0
 log = logging.getLogger("volcano_pipelines.sync")
+
+# The step's keyword parameters and the flags (or positional arguments) they come from:
+# an InputError names the parameter, the user is shown what they typed.
+FLAGS: dict[str, str] = {
+    "src": "SRC",
+    "dst": "DST",
+    "include": "--include",
+    "exclude": "--exclude",
+    "checksum": "--checksum",
+    "delete": "--delete",
+    "max_delete": "--max-delete",
+    "force_delete": "--force-delete",
+    "dry_run": "--dry-run",
+    "transfers": "--transfers",
+    "shards": "--shards",
+    "user": "--user",
+    "kerberos_principal": "--kerberos-principal",
+    "kerberos_keytab": "--kerberos-keytab",
+    "kerberos_ccache": "--kerberos-ccache",
+    "hadoop_conf_dir": "--hadoop-conf-dir",
+    "chunk_mib": "--chunk-mib",
+    "full_scan": "--full-scan",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,13 +59,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip files matching (repeatable)")
     p.add_argument("--checksum", action="store_true", help="compare and verify by content hash, not size + mtime")
     p.add_argument("--delete", action="store_true", help="remove destination files that are not in the source")
+    p.add_argument("--max-delete", default=DEFAULT_MAX_DELETE, metavar="N|P%",
+                   help="with --delete, refuse (exit 2, nothing changed) a plan that deletes more than N files or "
+                        f"P%% of the destination's files (default {DEFAULT_MAX_DELETE}); a source that selects no "
+                        "file never deletes without --force-delete")
+    p.add_argument("--force-delete", action="store_true",
+                   help="with --delete, delete whatever the plan says, even everything (no --max-delete, no empty-source check)")
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     p.add_argument("--full-scan", action="store_true",
                    help="read every destination directory instead of reusing the listings of unchanged ones "
                         "(DST/.vpipe/scan-cache.json); also finds files edited in place by other writers")
     p.add_argument("--transfers", type=int, default=DEFAULT_TRANSFERS, help=f"parallel file transfers (default {DEFAULT_TRANSFERS})")
     p.add_argument("--shards", type=int, default=0, metavar="N", help="write N manifests balanced by bytes under DST/.vpipe/shards/")
-    p.add_argument("--chunk-mib", type=int, default=8, help="streaming chunk size in MiB (default 8)")
+    p.add_argument("--chunk-mib", type=int, default=8, help="streaming chunk size in MiB, 1 to 256 (default 8)")
     auth = p.add_argument_group("HDFS access")
     auth.add_argument("--user", help="simple-auth user (default: $HADOOP_USER_NAME or the login user)")
     auth.add_argument("--kerberos-principal", help="Kerberos principal (with --kerberos-keytab, or a ticket cache)")
@@ -49,58 +84,104 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 class _Printer(Progress):
-    """A one-line bar on a terminal, a log line every few seconds otherwise."""
+    """A one-line bar on a terminal; otherwise a status line every `interval` seconds
+    (files and bytes done so far) from a ticker thread, and one at the end."""
 
-    def __init__(self, stream: TextIO, quiet: bool) -> None:
+    def __init__(
+        self,
+        stream: TextIO,
+        quiet: bool,
+        interval: float = LOG_EVERY_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__()
         self.stream = stream
         self.quiet = quiet
         self.live = stream.isatty() and not quiet
-        self.started = time.monotonic()
+        self.interval = interval
+        self.clock = clock
+        self.started = clock()
         self.last = 0.0
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    def start(self, files: int, nbytes: int) -> None:
+        super().start(files, nbytes)
+        if not self.live and not self.quiet:
+            self._ticker = threading.Thread(target=self.log_lines, args=(self._stop.wait,), name="sync-progress", daemon=True)
+            self._ticker.start()
+
+    def log_lines(self, wait: Callable[[float], bool]) -> None:
+        """A status line after each `interval` until `wait` returns True (the run ended).
+        Lines come whether or not a chunk finished: a stalled copy shows as a stall."""
+        while not wait(self.interval):
+            self._write_log(self._status())
 
     def changed(self) -> None:
-        if self.quiet:
-            return
-        now = time.monotonic()
-        interval = 0.2 if self.live else LOG_EVERY_SECONDS
-        if now - self.last < interval:
+        if not self.live:
+            return  # the ticker logs
+        now = self.clock()
+        if now - self.last < 0.2:
             return
         with self.lock:
-            if now - self.last < interval:
+            if now - self.last < 0.2:
                 return
             self.last = now
-            line = self._line(now)
-            if self.live:
-                self.stream.write("\r\x1b[2K" + line)
-            else:
-                self.stream.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n")
+            self.stream.write("\r\x1b[2K" + self._bar(now))
             self.stream.flush()
 
     def planned(self, summary: str) -> None:
         if not self.quiet:
-            self.stream.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {summary}\n")
-            self.stream.flush()
+            self._write_log(summary)
 
-    def _line(self, now: float) -> str:
+    def stopping(self, message: str) -> None:
+        if self.quiet:
+            return
+        # No lock: this runs in the SIGINT handler, maybe while a transfer thread holds it.
+        self.stream.write(("\n" if self.live and self.last else "") + f"vpipe: {message}\n")
+        self.stream.flush()
+
+    def _write_log(self, line: str) -> None:
+        self.stream.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n")
+        self.stream.flush()
+
+    def _counts(self, now: float) -> tuple[float, str]:
         elapsed = max(now - self.started, 1e-6)
         pct = 100.0 * self.bytes_done / self.bytes_total if self.bytes_total else 100.0
-        width = 24
-        filled = int(width * pct / 100)
-        bar = "#" * filled + "." * (width - filled)
-        return (
-            f"sync [{bar}] {pct:5.1f}% files {self.files_done}/{self.files_total} "
+        text = (
+            f"files {self.files_done}/{self.files_total} "
             f"{self.bytes_done / 1e6:.1f}/{self.bytes_total / 1e6:.1f} MB {self.bytes_done / 1e6 / elapsed:.1f} MB/s"
         )
+        return pct, text
+
+    def _bar(self, now: float) -> str:
+        pct, text = self._counts(now)
+        width = 24
+        filled = int(width * pct / 100)
+        return f"sync [{'#' * filled}{'.' * (width - filled)}] {pct:5.1f}% {text}"
+
+    def _status(self) -> str:
+        now = self.clock()
+        pct, text = self._counts(now)
+        return f"sync: {pct:.1f}% {text}, {now - self.started:.0f}s elapsed"
 
     def finish(self) -> None:
-        if self.live and self.last:
-            self.stream.write("\r\x1b[2K" + self._line(time.monotonic()) + "\n")
-            self.stream.flush()
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
+            self._ticker = None
+        if self.quiet or not self.files_total:
+            return  # nothing was to be copied: the report says it all
+        if self.live:
+            if self.last:
+                self.stream.write("\r\x1b[2K" + self._bar(self.clock()) + "\n")
+                self.stream.flush()
+        else:
+            self._write_log(self._status())
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from volcano_pipelines.steps.sync import SyncFailed, sync
+    from volcano_pipelines.steps.sync import DeletionRefused, SyncFailed, SyncInterrupted, sync
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
     printer = _Printer(sys.stderr, args.quiet)
@@ -112,6 +193,8 @@ def _sync(args: argparse.Namespace) -> int:
             exclude=args.exclude,
             checksum=args.checksum,
             delete=args.delete,
+            max_delete=args.max_delete,
+            force_delete=args.force_delete,
             dry_run=args.dry_run,
             transfers=args.transfers,
             shards=args.shards,
@@ -120,37 +203,60 @@ def _sync(args: argparse.Namespace) -> int:
             kerberos_keytab=args.kerberos_keytab,
             kerberos_ccache=args.kerberos_ccache,
             hadoop_conf_dir=args.hadoop_conf_dir,
-            chunk_size=args.chunk_mib << 20,
+            chunk_mib=args.chunk_mib,
             full_scan=args.full_scan,
             progress=printer,
         )
-    except SyncFailed as err:
-        _print_result(err.result, args)
-        print(f"vpipe: error: {err}", file=sys.stderr)
-        return err.exit_code
-    except VpipeError:
-        raise
+    except SyncInterrupted as err:
+        return _fail(args, err.result, str(err), err.exit_code)
+    except (SyncFailed, DeletionRefused) as err:
+        return _fail(args, err.result, cli_message(err), err.exit_code)
+    except VpipeError as err:
+        return _fail(args, None, cli_message(err), err.exit_code)
     _print_result(result, args)
     return EXIT_OK
 
 
-def _print_result(result: object, args: argparse.Namespace) -> None:
-    from volcano_pipelines.steps.sync import SyncResult
+def cli_message(err: VpipeError) -> str:
+    """The error as the user should read it: flags and positional names (FLAGS) instead
+    of the step's keyword parameters, with the value as given."""
+    from volcano_pipelines.steps.sync import DeletionRefused
 
-    assert isinstance(result, SyncResult)
+    if isinstance(err, DeletionRefused):
+        return err.describe(f"{FLAGS['max_delete']} {{}}", FLAGS["force_delete"])
+    if isinstance(err, InputError):
+        return str(InputError(FLAGS.get(err.field, err.field), err.value, err.allowed))
+    return str(err)
+
+
+def _fail(args: argparse.Namespace, result: SyncResult | None, message: str, code: int) -> int:
+    """The report (what was done; with --json always, with the error in it), then the
+    error line on stderr: a failed run says what it did, docs/sync.md."""
+    if result is None and args.json:
+        from volcano_pipelines.steps.sync import SyncResult
+
+        result = SyncResult(src=args.src, dst=args.dst, dry_run=args.dry_run)
+    if result is not None:
+        result.error = message
+        _print_result(result, args)
+    print(f"vpipe: error: {message}", file=sys.stderr)
+    return code
+
+
+def _print_result(result: SyncResult, args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(result.to_dict(), indent=1))
         return
     if result.dry_run:
         for item in result.plan:
             if item["action"] != "skip":
-                print(f"{item['action']:8} {item['path']}  ({item['reason']})")
+                print(f"{item['action']:8} {display_path(item['path'])}  ({item['reason']})")
         print(f"dry run: would copy {result.copied}, skip {result.skipped}, delete {result.deleted}, "
               f"clean {result.cleaned}, reject {result.failed}")
         return
     print(result.summary())
     for failure in result.failures:
-        print(f"failed: {failure['path']!r}: {failure['error']}")
+        print(f"failed: {quoted_path(failure['path'])}: {failure['error']}")
     for path in result.shard_manifests:
         print(f"shard manifest: {path}")
 

@@ -326,6 +326,37 @@ class DirMaker:
         return True
 
 
+LOCK_FILE = "lock"
+# A plan's probe (`lock_held`) holds a shared lock for a few microseconds; a sync taking
+# the lock at that instant tries again rather than report a sync that is not there.
+_LOCK_TRIES = 5
+_LOCK_RETRY_S = 0.02
+
+
+def lock_held(root: str) -> bool:
+    """True while a live sync holds <root>/.vpipe/lock. Creates nothing (a dry run takes no
+    lock). A temporary file in the destination is a leftover of an interrupted run only
+    when this is False: a running sync is writing it. The lock dies with its process, so
+    a killed sync never looks live."""
+    try:
+        fd = os.open(os.path.join(root, RESERVED_DIR, LOCK_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False  # no lock file (never synced), or unreadable: no sync can be told apart
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: probes do not block each other
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False  # no flock on this file system: DestLock runs without one too
+    finally:
+        os.close(fd)  # also releases the probe's own lock
+    return False
+
+
+def another_sync(root: str) -> WorkFailed:
+    return WorkFailed(f"another sync holds the lock on {root} ({RESERVED_DIR}/{LOCK_FILE}): it is still running")
+
+
 class DestLock:
     """An exclusive lock on <root>/.vpipe/lock so two syncs never share a destination."""
 
@@ -337,18 +368,24 @@ class DestLock:
         reserved = os.path.join(self.root, RESERVED_DIR)
         try:
             os.makedirs(reserved, exist_ok=True)
-            self.fd = os.open(os.path.join(reserved, "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self.fd = os.open(os.path.join(reserved, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as err:
             raise classify_os_error(err, f"preparing {reserved}") from err
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as err:
-            os.close(self.fd)
-            self.fd = None
-            raise WorkFailed(f"another sync holds the lock on {self.root} ({RESERVED_DIR}/lock)") from err
-        except OSError as err:
-            if err.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
-                raise
+        for attempt in range(1, _LOCK_TRIES + 1):
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError as err:
+                if attempt < _LOCK_TRIES:
+                    time.sleep(_LOCK_RETRY_S)
+                    continue
+                os.close(self.fd)
+                self.fd = None
+                raise another_sync(self.root) from err
+            except OSError as err:
+                if err.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
+                    raise
+                break
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -4,13 +4,14 @@ over the final name, so a final name never holds a partial file."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
+import signal
 import threading
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -53,10 +54,14 @@ class VerifyFailed(Exception):
     pass
 
 
+class Abandoned(Exception):
+    """A second Ctrl-C: the copy in flight stops between chunks (its temporary file goes)."""
+
+
 @dataclass
 class Outcome:
     path: str
-    result: str  # copied | skipped | deleted | cleaned | failed
+    result: str  # copied | skipped | deleted | cleaned | failed | interrupted (not copied: Ctrl-C)
     bytes: int = 0
     error: str | None = None
     attempts: int = 1
@@ -116,8 +121,10 @@ class Executor:
         options: Options,
         progress: ProgressFn = _noop,
         done: Callable[[str, str], None] | None = None,
+        notify: Callable[[str], None] = lambda message: None,
     ) -> None:
         self.done = done
+        self.notify = notify  # one line for the user when Ctrl-C stops the run
         self.source = source
         self.root = root
         self.opts = options
@@ -125,6 +132,13 @@ class Executor:
         self.dirs = DirMaker(root)
         self.stop = threading.Event()  # set on a destination-wide failure (full / denied)
         self.fatal: Exception | None = None
+        # Ctrl-C (SIGINT): the first starts no more files and lets the ones in flight
+        # finish; the second abandons those too. Either way `run` returns only after
+        # every transfer thread has stopped, so the caller's destination lock is held
+        # for as long as any temporary file is being written.
+        self.interrupted = threading.Event()
+        self.abandon = threading.Event()
+        self._futures: list[Future[Outcome]] = []
         self._renamed_dirs: set[str] = set()
         self._unchecked: dict[str, Entry] = {}
         self._lock = threading.Lock()
@@ -170,38 +184,75 @@ class Executor:
                 runnable.append(item)
         runnable = transfer_order(runnable)
         workers = max(1, min(self.opts.transfers, len(runnable) or 1))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync") as pool:
-            done = list(pool.map(self._transfer_guarded, runnable))
+        with _sigint_calls(self.interrupt), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync") as pool:
+            done = self._map(pool, runnable)
             for _ in range(self.opts.max_attempts):
                 redo = self._recheck(runnable)
                 if not redo:
                     break
                 by_path = {item.path: item for item in redo}
-                again = list(pool.map(self._transfer_guarded, redo))
+                again = self._map(pool, redo)
                 done = [o for o in done if o.path not in by_path] + [
                     Outcome(o.path, o.result, o.bytes, o.error, o.attempts + 1) for o in again
                 ]
         outcomes.extend(done)
         self._sync_dirs()
-        if not self.stop.is_set():
+        if not self.stop.is_set() and not self.interrupted.is_set():
             for item in deletes:
                 if item not in conflicts:
                     outcomes.append(self._remove(item, "deleted"))
         return outcomes
 
+    def _map(self, pool: ThreadPoolExecutor, items: list[PlanItem]) -> list[Outcome]:
+        """Every item through the pool, in order; one not started before a Ctrl-C is
+        "interrupted". Waiting here is not cut short by SIGINT (see `interrupt`)."""
+        futures = [pool.submit(self._transfer_guarded, item) for item in items]
+        self._futures = futures  # one reference assignment: the handler reads it without a lock
+        if self.interrupted.is_set():  # a Ctrl-C between two passes
+            self._cancel_pending()
+        out: list[Outcome] = []
+        for item, future in zip(items, futures):
+            try:
+                out.append(future.result())
+            except CancelledError:
+                out.append(Outcome(item.path, "interrupted"))
+        return out
+
+    def interrupt(self) -> None:
+        """Ctrl-C. Runs in the main thread as a signal handler: flags, cancels and one
+        line to the user, nothing that waits for a transfer thread."""
+        if not self.interrupted.is_set():
+            self.interrupted.set()
+            in_flight = self._cancel_pending()
+            self.notify(
+                f"interrupted: stopping after the {in_flight} file(s) in flight (Ctrl-C again to abandon them)"
+            )
+        elif not self.abandon.is_set():
+            self.abandon.set()
+            self.notify("interrupted again: abandoning the files in flight (their temporary files are removed)")
+
+    def _cancel_pending(self) -> int:
+        """Cancel the transfers not started yet; the number still running. No lock of
+        ours: the signal handler may run while this same thread holds one."""
+        return sum(1 for f in self._futures if not f.cancel() and not f.done())
+
     # ------------------------------------------------------------------ one file
 
     def _transfer_guarded(self, item: PlanItem) -> Outcome:
         outcome = self._transfer_checked(item)
-        if self.done is not None:
+        if self.done is not None and outcome.result != "interrupted":
             self.done(outcome.path, outcome.result)
         return outcome
 
     def _transfer_checked(self, item: PlanItem) -> Outcome:
         if self.stop.is_set():
             return Outcome(item.path, "failed", error=f"not attempted: {self.fatal}")
+        if self.interrupted.is_set():
+            return Outcome(item.path, "interrupted")
         try:
             return self._transfer(item)
+        except Abandoned:
+            return Outcome(item.path, "interrupted")
         except (DestinationFull, DestinationDenied) as err:
             with self._lock:
                 if self.fatal is None:
@@ -223,6 +274,8 @@ class Executor:
         for attempt in range(1, self.opts.max_attempts + 1):
             if self.stop.is_set():
                 return Outcome(item.path, "failed", error=f"not attempted: {self.fatal}")
+            if attempt > 1 and self.interrupted.is_set():
+                return Outcome(item.path, "interrupted")
             if attempt > 1:
                 # Whatever went wrong, copy what the source holds now, and check against it.
                 expected = self.source.stat(item.path)
@@ -249,7 +302,8 @@ class Executor:
                 else:
                     last_error = f"transient error: {short_error(err)}"
                 log.warning("%s: %s (attempt %d/%d)", item.path, last_error, attempt, self.opts.max_attempts)
-                time.sleep(min(8.0, self.opts.retry_delay * 2 ** (attempt - 1)))
+                # A Ctrl-C ends the wait (the next attempt is then not made).
+                self.interrupted.wait(min(8.0, self.opts.retry_delay * 2 ** (attempt - 1)))
         return Outcome(item.path, "failed", error=last_error, attempts=attempt)
 
     def _same_content(self, rel: str, final: str) -> bool:
@@ -290,6 +344,8 @@ class Executor:
                         raise
                     written += len(buf)
                     self.progress(expected.path, len(buf))
+                    if self.abandon.is_set():
+                        raise Abandoned()
                     if written > expected.size:
                         raise SourceChanged(f"more than the listed {expected.size} bytes")
             if written != expected.size:
@@ -350,7 +406,7 @@ class Executor:
         those whose size or mtime moved since the copy (they are copied again)."""
         with self._lock:
             unchecked, self._unchecked = self._unchecked, {}
-        if not unchecked or self.stop.is_set():
+        if not unchecked or self.stop.is_set() or self.interrupted.is_set():
             return []
         files, _ = self.source.list()
         now = {e.path: e for e in files}
@@ -408,3 +464,20 @@ class Executor:
                     os.close(fd)
             except OSError as err:
                 log.warning("fsync of directory %s failed: %s", directory, err)
+
+
+@contextlib.contextmanager
+def _sigint_calls(handler: Callable[[], None]) -> Iterator[None]:
+    """While the transfer threads run, Ctrl-C calls `handler` instead of raising
+    KeyboardInterrupt in the main thread: a KeyboardInterrupt there would leave the
+    destination lock while the threads still write. Only when Python's default SIGINT
+    handler is in place (a caller's own handler is left alone) and in the main thread
+    (SIGINT is delivered to no other)."""
+    previous = None
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: handler())
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)

@@ -43,6 +43,12 @@ class Action(str, Enum):
     REJECT = "reject"  # a hostile or unusable name: never written
 
 
+# Why a destination file is deleted: only NOT_IN_SOURCE deletions are `--delete`'s (and
+# count against its guard); IN_THE_WAY ones make room for a source directory.
+NOT_IN_SOURCE = "not in source"
+IN_THE_WAY = "a file where the source has a directory"
+
+
 class PlanItem(NamedTuple):
     action: Action
     path: str
@@ -55,6 +61,7 @@ class PlanItem(NamedTuple):
 class Plan:
     items: tuple[PlanItem, ...]
     selected: tuple[Entry, ...]  # every source file that passed the filters (copy + skip + compare)
+    excluded: int = 0  # source entries left out by --include / --exclude
 
     def of(self, *actions: Action) -> list[PlanItem]:
         return [item for item in self.items if item.action in actions]
@@ -100,6 +107,10 @@ def full_unsafe_reason(path: str) -> str | None:
         return "empty name"
     if "\x00" in path:
         return "NUL byte in name"
+    if not is_utf8(path):
+        # Only a local source can list one (HDFS names are Unicode). Manifests, reports
+        # and JSON are UTF-8, and a reader in a training pod would fail on it.
+        return "name is not valid UTF-8"
     if path.startswith("/"):
         return "absolute path"
     if "\\" in path:
@@ -117,6 +128,38 @@ def full_unsafe_reason(path: str) -> str | None:
     if any(len(part) > 63 and len(part.encode("utf-8", "surrogateescape")) > 255 for part in parts):
         return "a path component is longer than 255 bytes"
     return None
+
+
+def is_utf8(path: str) -> bool:
+    """False for a name with bytes that are not UTF-8 (os functions hand them over as
+    lone surrogates, 'surrogateescape')."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def utf8_path(path: str) -> str:
+    """A path as JSON reports carry it: its bytes that are not UTF-8 written as \\xNN, so
+    the report is valid Unicode (no lone surrogates)."""
+    if is_utf8(path):
+        return path
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def display_path(path: str) -> str:
+    """A path as a terminal is shown it: `utf8_path`, and control characters as \\xNN
+    too (no escape sequences reach the terminal)."""
+    if path.isprintable():
+        return path
+    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", utf8_path(path))
+
+
+def quoted_path(path: str) -> str:
+    """A path quoted in a message: repr() of the name, or of its bytes when they are not
+    UTF-8 (b'bad\\xff.bin'): every character escaped, nothing ambiguous."""
+    return repr(path) if is_utf8(path) else repr(path.encode("utf-8", "surrogateescape"))
 
 
 def is_temp_name(name: str) -> bool:
@@ -219,10 +262,13 @@ def build_plan(
     items: list[PlanItem] = []
     chosen: list[Entry] = []
     seen: set[str] = set()
+    excluded = 0
     for path, reason in rejected:
         if selected(path, include, exclude):
             items.append(PlanItem(Action.REJECT, path, reason))
             seen.add(path)
+        else:
+            excluded += 1
     filtering = bool(include or exclude)
     have_of = dest_by_path.get
     for entry in sorted(source, key=attrgetter("path")):
@@ -230,6 +276,7 @@ def build_plan(
         if path in seen:
             continue
         if filtering and not selected(path, include, exclude):
+            excluded += 1
             continue
         seen.add(path)
         bad = unsafe_reason(path)
@@ -259,12 +306,67 @@ def build_plan(
         source_dirs = {d for p in source_dirs for d in _prefixes(p)}
         for path in extra:
             if path in source_dirs:
-                items.append(PlanItem(Action.DELETE, path, "a file where the source has a directory"))
+                items.append(PlanItem(Action.DELETE, path, IN_THE_WAY))
             elif delete and selected(path, include, exclude):
-                items.append(PlanItem(Action.DELETE, path, "not in source"))
+                items.append(PlanItem(Action.DELETE, path, NOT_IN_SOURCE))
     for path in sorted(dest_temps):
         items.append(PlanItem(Action.CLEANUP, path, "temporary file of an interrupted run"))
-    return Plan(items=tuple(items), selected=tuple(chosen))
+    return Plan(items=tuple(items), selected=tuple(chosen), excluded=excluded)
+
+
+# ---------------------------------------------------------------------------- --delete guard
+
+
+# `--delete` may remove at most this share of the destination's files unless told more
+# (--max-delete) or forced (--force-delete): a source that lost most of its files is far
+# more often a mistake (a half-written or wrong path) than a change to the dataset.
+DEFAULT_MAX_DELETE = "50%"
+
+
+@dataclass(frozen=True)
+class DeleteLimit:
+    """`--max-delete`: at most `count` files, or at most `percent` of the destination's."""
+
+    count: int | None = None
+    percent: float | None = None
+
+
+def parse_max_delete(text: str) -> DeleteLimit | None:
+    """"N" (a count) or "P%" (a share, 0 to 100); None when it is neither."""
+    text = text.strip()
+    if text.endswith("%"):
+        try:
+            percent = float(text[:-1])
+        except ValueError:
+            return None
+        return DeleteLimit(percent=percent) if 0 <= percent <= 100 else None  # NaN fails too
+    return DeleteLimit(count=int(text)) if text.isdigit() else None
+
+
+@dataclass(frozen=True)
+class DeleteRefusal:
+    """Why a plan's deletions are refused: `deletes` of the destination's `dest_files`,
+    with nothing selected in the source (`empty_source`) or more than the limit."""
+
+    deletes: int
+    dest_files: int
+    empty_source: bool
+
+
+def check_deletions(plan: Plan, dest_files: int, limit: DeleteLimit) -> DeleteRefusal | None:
+    """None when the plan's `--delete` deletions may go ahead. An empty source selection
+    that would delete files is always refused, whatever the limit: it is what an unmounted
+    directory or an emptied HDFS path looks like, not a change to a dataset."""
+    deletes = sum(1 for i in plan.items if i.action is Action.DELETE and i.reason == NOT_IN_SOURCE)
+    if not deletes:
+        return None
+    if not plan.selected:
+        return DeleteRefusal(deletes, dest_files, empty_source=True)
+    if limit.count is not None:
+        over = deletes > limit.count
+    else:
+        over = deletes * 100 > (limit.percent or 0.0) * dest_files
+    return DeleteRefusal(deletes, dest_files, empty_source=False) if over else None
 
 
 def _prefixes(directory: str) -> list[str]:

@@ -49,6 +49,10 @@ class Progress:
     def changed(self) -> None:
         pass
 
+    def stopping(self, message: str) -> None:
+        """One line when Ctrl-C stops the run (called from the SIGINT handler: must not
+        wait for a lock a transfer thread may hold)."""
+
     def finish(self) -> None:
         pass
 

@@ -309,7 +309,9 @@ class FsspecSource:
                 options["kerberos"] = True  # SPNEGO through requests-kerberos (ticket cache)
             self.fs = fsspec.filesystem("webhdfs", **options)
         else:
-            self.fs = fsspec.filesystem(location.scheme)
+            # fsspec's own URL parsing: the host / bucket / credentials in the URL go to
+            # the file system's constructor, the rest is the path in its own form.
+            self.fs, self.root = fsspec.core.url_to_fs(location.url)
         self._single = False
 
     def _abs(self, rel: str) -> str:
@@ -338,11 +340,12 @@ class FsspecSource:
             if info.get("type") != "directory":
                 self._single = True
                 return [Entry(self.root.rsplit("/", 1)[-1], int(info["size"]), self._mtime_ms(info))], []
-            prefix = self.root.rstrip("/") + "/"
+            # Protocols differ on a leading "/" (webhdfs, memory: yes; s3: "bucket/key").
+            prefix = self.root.strip("/") + "/" if self.root.strip("/") else ""
             files = []
             for path, meta in self.fs.find(self.root, detail=True, withdirs=False).items():
-                path = "/" + path.lstrip("/")
-                rel = path[len(prefix) :] if path.startswith(prefix) else path.lstrip("/")
+                path = path.lstrip("/")
+                rel = path[len(prefix) :] if path.startswith(prefix) else path
                 files.append(Entry(rel, int(meta["size"]), self._mtime_ms(meta)))
             return files, []
 
@@ -367,9 +370,36 @@ def check_reachable_http(host: str, port: int) -> None:
         raise ClusterError(f"cannot reach WebHDFS at {host}:{port}: tried TCP connect ({err.strerror or err})") from err
 
 
+SYNC_EXTRA = "pip install 'volcano-pipelines[sync]'"
+
+
 def open_source(location: Location, auth: Auth) -> Source:
+    """The client for a location. A missing optional package, or a URL the protocol's
+    file system does not accept, is bad input (InputError, field src) saying what to do;
+    a remote system that cannot be reached is a ClusterError."""
     if location.scheme == "file":
         return LocalSource(location.path)
-    if location.scheme in ("hdfs", "viewfs"):
-        return HdfsSource(location, auth)
-    return FsspecSource(location, auth)
+    try:
+        if location.scheme in ("hdfs", "viewfs"):
+            return HdfsSource(location, auth)
+        return FsspecSource(location, auth)
+    except InputError:
+        raise
+    except ImportError as err:
+        raise InputError("src", location.url, _install_hint(location.scheme, err)) from err
+    except (TypeError, ValueError) as err:  # the protocol's constructor refused the URL
+        raise InputError("src", location.url, f"a URL the {location.scheme} file system accepts ({short_error(err)})") from err
+    except OSError as err:
+        raise ClusterError(f"cannot open {location.url}: {short_error(err)}") from err
+
+
+def _install_hint(scheme: str, err: ImportError) -> str:
+    """What to install for a scheme whose client package is missing: the sync extra for
+    the schemes this project supports, otherwise the module fsspec could not import."""
+    if scheme in ("hdfs", "viewfs", "webhdfs") or err.name in ("fsspec", "hdfs_native"):
+        return f"{scheme}:// needs the sync extra, which is not installed ({SYNC_EXTRA})"
+    cause = err.__cause__ if isinstance(err.__cause__, ImportError) else err
+    module = (cause.name or "").split(".")[0]
+    if module:
+        return f"{scheme}:// needs {module}, which is not installed (pip install {module})"
+    return f"{scheme}:// needs a package that is not installed ({err})"

@@ -10,6 +10,11 @@ from volcano_pipelines.errors import InputError
 
 HDFS_SCHEMES = ("hdfs", "viewfs")
 SOURCE_SCHEMES = ("hdfs", "viewfs", "webhdfs", "file")
+# What an error about a source URL says is possible.
+SCHEMES_TEXT = (
+    "an hdfs://, viewfs://, webhdfs:// or file:// URL, or a local path "
+    "(other fsspec protocols, best effort, when their package is installed)"
+)
 DEFAULT_RPC_PORT = 8020
 DEFAULT_WEBHDFS_PORT = 9870
 
@@ -29,15 +34,19 @@ class Location:
 
 def parse_source(url: str) -> Location:
     if not url or "\x00" in url:
-        raise InputError("src", url, "an hdfs://, viewfs://, webhdfs://, file:// URL or a local path")
+        raise InputError("src", url, SCHEMES_TEXT)
     if "://" not in url:
         if not url.startswith("/"):
             url = os.path.abspath(url)
         return Location("file", "", _norm(url))
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - validates the port (a number from 0 to 65535) here, once
+    except ValueError as err:
+        raise InputError("src", url, f"a well-formed URL ({err}): {SCHEMES_TEXT}") from err
     scheme = parts.scheme.lower()
     if scheme not in SOURCE_SCHEMES and not _fsspec_knows(scheme):
-        raise InputError("src", url, f"scheme one of {', '.join(SOURCE_SCHEMES)} (or another fsspec protocol)")
+        raise InputError("src", url, SCHEMES_TEXT)
     if parts.query or parts.fragment:
         raise InputError("src", url, "a URL without ?query or #fragment")
     path = unquote(parts.path) or "/"
@@ -53,7 +62,10 @@ def parse_dest(path: str) -> str:
     if not path or "\x00" in path:
         raise InputError("dst", path, "a local directory path (the mounted volume)")
     if "://" in path:
-        parts = urlsplit(path)
+        try:
+            parts = urlsplit(path)
+        except ValueError as err:
+            raise InputError("dst", path, f"a local directory path or file:///path ({err})") from err
         if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
             raise InputError("dst", path, "a local directory path or file:///path (the mounted volume)")
         path = unquote(parts.path)
@@ -66,11 +78,13 @@ def _norm(path: str) -> str:
 
 
 def _fsspec_knows(scheme: str) -> bool:
+    """fsspec has an implementation for the scheme: a known one (maybe not installed:
+    opening it then says what to install) or one registered at run time."""
     try:
-        from fsspec.registry import known_implementations
+        from fsspec.registry import known_implementations, registry
     except ImportError:
         return False
-    return scheme in known_implementations
+    return scheme in known_implementations or scheme in registry
 
 
 # ---------------------------------------------------------------------------- Hadoop conf
