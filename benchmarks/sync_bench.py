@@ -131,7 +131,7 @@ def main() -> int:
     ap.add_argument("--rclone", default=shutil.which("rclone") or str(Path(sys.executable).parent / "rclone"))
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--vpipe-cmd", choices=("module", "vpipe"), default="module",
-                    help="module: python -m volcano_pipelines.cli.sync (default); vpipe: the vpipe entry point")
+                    help="module: python -m volcano_pipelines sync (default); vpipe: the vpipe entry point")
     args = ap.parse_args()
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="vpipe-bench-"))
@@ -153,10 +153,10 @@ def main() -> int:
         # with PYTHONDONTWRITEBYTECODE=1, so compile it once instead of at every start.
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src")], check=True, capture_output=True)
         if args.vpipe_cmd == "module":
-            vpipe = [sys.executable, "-m", "volcano_pipelines.cli.sync", "-q"]
+            vpipe = [sys.executable, "-m", "volcano_pipelines", "sync", "-q"]
         else:
             vpipe = [str(Path(sys.executable).parent / "vpipe"), "sync", "-q"]
-        start_module = min(timed([sys.executable, "-m", "volcano_pipelines.cli.sync", "--help"]) for _ in range(3))
+        start_module = min(timed([sys.executable, "-m", "volcano_pipelines", "sync", "--help"]) for _ in range(3))
         start_vpipe = min(timed([str(Path(sys.executable).parent / "vpipe"), "sync", "--help"]) for _ in range(3))
         if args.vpipe_transfers:
             vpipe += ["--transfers", str(args.vpipe_transfers)]
@@ -227,7 +227,7 @@ def main() -> int:
               f"in directories of {args.small_per_dir}; "
               f"best of {args.repeat} run(s) per tool ((c): best of {max(3, args.repeat)}); rclone --transfers {args.rclone_transfers}")
         print(f"vpipe command: {' '.join(vpipe[:3] if args.vpipe_cmd == 'module' else vpipe[:2])} (default --transfers "
-              f"{args.vpipe_transfers or 'built-in'}); process start (--help): python -m volcano_pipelines.cli.sync "
+              f"{args.vpipe_transfers or 'built-in'}); process start (--help): python -m volcano_pipelines sync "
               f"{start_module:.2f}s, vpipe sync {start_vpipe:.2f}s")
         try:
             load = os.getloadavg()

@@ -67,6 +67,23 @@ def test_module_imports_only_what_its_layer_may_see(path: Path) -> None:
     assert bad == [], f"{path.relative_to(SRC)} imports {bad}, which the {own} layer may not use"
 
 
+# Modules allowed past 400 lines, each with its reason; the test fails when one grows past its
+# bound or a new one crosses 400 without an entry here.
+LONG_MODULES: dict[str, tuple[int, str]] = {
+    "transfer/executor.py": (500, "one bounded parallel executor: copy, verify, rename and its fault paths read "
+                                  "best in one place; splitting the fault handling out would separate each "
+                                  "write from the fsync and cleanup that belong to it"),
+    "transfer/plan.py": (450, "the pure planning rules (the march of source against destination) with the "
+                              "deletion bounds; candidates to split: the glob filter"),
+    "transfer/sources.py": (420, "HDFS (native and WebHDFS) and fsspec sources with their retry rules"),
+    "steps/sync.py": (500, "the sync step's argument checks, result and report; to split: the result type"),
+    "local/runner.py": (680, "the local backend's job state machine (Volcano's policies, gang start, restarts, "
+                             "linger) in one place; to split: the pod records"),
+}
+
+
 def test_no_module_above_400_lines_without_a_reason() -> None:
     long = {str(p.relative_to(SRC)): len(p.read_text().splitlines()) for p in MODULES}
-    assert {name: n for name, n in long.items() if n > 400} == {}
+    unexplained = {name: n for name, n in long.items() if n > 400 and name not in LONG_MODULES}
+    too_long = {name: n for name, n in long.items() if name in LONG_MODULES and n > LONG_MODULES[name][0]}
+    assert unexplained == {} and too_long == {}

@@ -12,9 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from volcano_pipelines.errors import EXIT_OK, InputError, VpipeError
-from volcano_pipelines.transfer.executor import DEFAULT_TRANSFERS
-from volcano_pipelines.transfer.plan import DEFAULT_MAX_DELETE, display_path, quoted_path
-from volcano_pipelines.transfer.report import Progress
+from volcano_pipelines.steps.sync import DEFAULT_MAX_DELETE, DEFAULT_TRANSFERS, TransferProgress, display_path, quoted_path
 
 if TYPE_CHECKING:
     from volcano_pipelines.steps.sync import SyncResult
@@ -83,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_sync)
 
 
-class _Printer(Progress):
+class _Printer(TransferProgress):
     """A one-line bar on a terminal; otherwise a status line every `interval` seconds
     (files and bytes done so far) from a ticker thread, and one at the end."""
 
@@ -259,14 +257,3 @@ def _print_result(result: SyncResult, args: argparse.Namespace) -> None:
         print(f"failed: {quoted_path(failure['path'])}: {failure['error']}")
     for path in result.shard_manifests:
         print(f"shard manifest: {path}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m volcano_pipelines.cli.sync SRC DST ...` is `vpipe sync SRC DST ...`."""
-    from volcano_pipelines.cli import main as vpipe
-
-    return vpipe(["sync", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

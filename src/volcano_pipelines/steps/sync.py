@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from volcano_pipelines.errors import ClusterError, InputError, VpipeError, WorkFailed
+from volcano_pipelines.progress import Progress
 from volcano_pipelines.transfer import dest as dest_mod
 from volcano_pipelines.transfer.executor import (
     DEFAULT_TRANSFERS,
@@ -35,10 +36,24 @@ from volcano_pipelines.transfer.plan import (
     quoted_path,
     utf8_path,
 )
-from volcano_pipelines.transfer.report import Progress, write_shards
+from volcano_pipelines.transfer.report import Progress as TransferProgress
+from volcano_pipelines.transfer.report import write_shards
 from volcano_pipelines.transfer.sources import Auth, SourceMissing, open_source, short_error
 from volcano_pipelines.transfer.urls import Location, parse_dest, parse_source
 
+
+__all__ = [
+    "DEFAULT_MAX_DELETE",
+    "DEFAULT_TRANSFERS",
+    "DeletionRefused",
+    "SyncFailed",
+    "SyncInterrupted",
+    "SyncResult",
+    "TransferProgress",
+    "display_path",
+    "quoted_path",
+    "sync",
+]
 log = logging.getLogger(__name__)
 
 MAX_TRANSFERS = 256
@@ -153,6 +168,24 @@ class SyncInterrupted(KeyboardInterrupt):
         result.error = message
 
 
+class _Forward(TransferProgress):
+    """The transfer's counters, reported through the Progress every step takes (a KFP or Argo
+    step pod's log lines, the quickstart); the CLI passes its own TransferProgress instead."""
+
+    def __init__(self, progress: Progress) -> None:
+        super().__init__()
+        self.progress = progress
+
+    def planned(self, summary: str) -> None:
+        self.progress.note(summary)
+
+    def changed(self) -> None:
+        self.progress.files(self.files_done, self.files_total, self.bytes_done, self.bytes_total)
+
+    def stopping(self, message: str) -> None:
+        self.progress.note(message)
+
+
 def sync(
     src: str,
     dst: str,
@@ -173,7 +206,7 @@ def sync(
     hadoop_conf_dir: str | None = None,
     chunk_mib: int = 8,
     full_scan: bool = False,
-    progress: Progress | None = None,
+    progress: Progress | TransferProgress | None = None,
 ) -> SyncResult:
     """Copy new and changed files from `src` into the directory `dst`.
 
@@ -216,7 +249,7 @@ def sync(
         if _contains(root, location.path):
             raise InputError("dst", dst, f"a directory that does not contain the source {shown} (compared resolved, symlinks followed)")
 
-    progress = progress or Progress()
+    progress = progress if isinstance(progress, TransferProgress) else _Forward(progress or Progress())
     started = time.monotonic()
     auth = Auth(user, kerberos_principal, kerberos_keytab, kerberos_ccache, hadoop_conf_dir)
     result = SyncResult(src=location.url, dst=root, dry_run=dry_run)
@@ -246,7 +279,7 @@ def _run(
     location: Location,
     root: str,
     auth: Auth,
-    progress: Progress,
+    progress: TransferProgress,
     options: Options,
     started: float,
     *,
@@ -393,7 +426,7 @@ def _execute(
     listing: dest_mod.DestListing,
     source: Any,
     root: str,
-    progress: Progress,
+    progress: TransferProgress,
     options: Options,
     shards: int,
 ) -> bool:
