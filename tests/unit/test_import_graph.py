@@ -76,7 +76,7 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
     "transfer/plan.py": (450, "the pure planning rules (the march of source against destination) with the "
                               "deletion bounds; candidates to split: the glob filter"),
     "transfer/sources.py": (420, "HDFS (native and WebHDFS) and fsspec sources with their retry rules"),
-    "steps/sync.py": (500, "the sync step's argument checks, result and report; to split: the result type"),
+    "steps/staging.py": (500, "the sync step's argument checks, result and report; to split: the result type"),
     "local/runner.py": (680, "the local backend's job state machine (Volcano's policies, gang start, restarts, "
                              "linger) in one place; to split: the pod records"),
 }

@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 Job = dict[str, Any]
 Pod = dict[str, Any]
+# What stopping a step does to its job: delete it, abort it (kept as Aborted), or keep it running.
+ON_CANCEL_CHOICES = ("delete", "abort", "keep")
 
 
 @dataclass(frozen=True)

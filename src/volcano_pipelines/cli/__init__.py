@@ -14,9 +14,17 @@ from volcano_pipelines.errors import EXIT_BAD_INPUT, EXIT_OK, VpipeError
 
 __all__ = ["build_parser", "main"]
 
-# The modules that register the commands. None of them imports the Kubernetes client at
-# import time, so `--help`, `render` and `sync` start fast.
-COMMAND_MODULES = ("volcano_pipelines.cli.train", "volcano_pipelines.cli.sync", "volcano_pipelines.cli.compile", "volcano_pipelines.cli.schedule")
+# Each command, the module that registers it, and its one-line help. Only the module of the
+# command being run is imported (`vpipe --help`, `render` and `sync` never load the Kubernetes
+# client, the sync engine or KFP); the others appear in usage and help from this table.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "render": ("volcano_pipelines.cli.train", "print the Volcano Job YAML for a training job"),
+    "train": ("volcano_pipelines.cli.train", "submit a training job and wait for it to finish"),
+    "status": ("volcano_pipelines.cli.train", "show a training job's phase and per-task counts"),
+    "sync": ("volcano_pipelines.cli.sync", "stage a dataset from HDFS / WebHDFS / a directory into a mounted volume"),
+    "compile": ("volcano_pipelines.cli.compile", "write the KFP components and pipelines (and Argo templates)"),
+    "schedule": ("volcano_pipelines.cli.schedule", "schedule recurring retraining (KFP recurring run)"),
+}
 # Flags whose value may itself start with '-' (`--mpiexec-arg -x`).
 DASH_VALUE_FLAGS = frozenset({"--mpiexec-arg"})
 
@@ -31,12 +39,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every command listed; only `command`'s module registers its flags."""
     parser = _Parser(prog="vpipe", description="Volcano training pipeline steps")
     parser.add_argument("--version", action="version", version=f"vpipe {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    module = COMMANDS[command][0] if command in COMMANDS else None
+    if module is not None:
+        importlib.import_module(module).register(subparsers)
+    for name, (home, text) in COMMANDS.items():
+        if home != module:
+            subparsers.add_parser(name, help=text, add_help=False)
     return parser
 
 
@@ -65,7 +78,7 @@ def _join_dash_values(argv: list[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     head, extra = _split_extra(argv)
-    parser = build_parser()
+    parser = build_parser(next((word for word in head if not word.startswith("-")), None))
     args, unknown = parser.parse_known_args(_join_dash_values(head))
     leaf: argparse.ArgumentParser = getattr(args, "parser", parser)
     if unknown:

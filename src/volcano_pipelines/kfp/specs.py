@@ -32,7 +32,7 @@ class ComponentSource:
 
 # "module:function" of each step a component calls.
 STEP_FUNCTIONS = {
-    "sync": "volcano_pipelines.steps.sync:sync",
+    "sync": "volcano_pipelines.steps.staging:sync",
     "train_tf": "volcano_pipelines.steps.train:train_tf",
     "train_mpi": "volcano_pipelines.steps.train:train_mpi",
     "finish_run": "volcano_pipelines.steps.finish:finish_run",

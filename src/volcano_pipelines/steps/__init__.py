@@ -1,13 +1,11 @@
 """The step API: one flat function per step; every front end (CLI, KFP, Argo, Python) calls
-these and nothing else. Importing them is cheap: the Kubernetes client, the HDFS clients and
-TensorFlow are loaded only by the steps that use them, when they run."""
+these and nothing else. `from volcano_pipelines.steps import train_tf` loads only the module
+of that step (`vpipe render` must not pay for the sync engine or the Kubernetes client)."""
 
 from __future__ import annotations
 
-from volcano_pipelines.steps.finish import RunReport, finish_run
-from volcano_pipelines.steps.results import TrainResult
-from volcano_pipelines.steps.sync import SyncResult, sync
-from volcano_pipelines.steps.train import render_mpi, render_tf, status, train_mpi, train_tf
+import importlib
+from typing import Any
 
 __all__ = [
     "RunReport",
@@ -21,3 +19,30 @@ __all__ = [
     "train_mpi",
     "train_tf",
 ]
+
+# Each name's module. No module is named like a function it exports: importing the module
+# sets the package attribute of that name, which would hide the function.
+_HOMES = {
+    "RunReport": "finish",
+    "finish_run": "finish",
+    "SyncResult": "staging",
+    "sync": "staging",
+    "TrainResult": "results",
+    "render_tf": "train",
+    "render_mpi": "train",
+    "train_tf": "train",
+    "train_mpi": "train",
+    "status": "train",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

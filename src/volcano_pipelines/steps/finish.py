@@ -61,7 +61,7 @@ def finish_run(
     from volcano_pipelines.k8s import volcano as k8s_volcano
     from volcano_pipelines.k8s.client import connect
     from volcano_pipelines.steps.train import status
-    from volcano_pipelines.steps.waiting import ON_CANCEL_CHOICES
+    from volcano_pipelines.backends.base import ON_CANCEL_CHOICES
     from volcano_pipelines.volcano.status import FINAL_PHASES
 
     if not run_id:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from volcano_pipelines.backends.base import Backend, Job, JobSession
+from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend, Job, JobSession
 from volcano_pipelines.errors import WorkFailed
 from volcano_pipelines.labels import RUN_LABEL
 from volcano_pipelines.progress import Progress
@@ -36,7 +36,6 @@ __all__ = ["ON_CANCEL_CHOICES", "Cancelled", "WaitPolicy", "job_result", "run"]
 
 log = logging.getLogger(__name__)
 
-ON_CANCEL_CHOICES = ("delete", "abort", "keep")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import pytest
 
 from volcano_pipelines.cli import build_parser
 from volcano_pipelines.cli.sync import FLAGS, _Printer
-from volcano_pipelines.steps.sync import sync
+from volcano_pipelines.steps.staging import sync
 from volcano_pipelines.transfer.plan import (
     DeleteLimit,
     Entry,
@@ -120,7 +120,7 @@ def test_the_plan_counts_every_listed_source_entry() -> None:
 def test_every_step_parameter_has_its_flag_and_every_flag_exists() -> None:
     params = set(inspect.signature(sync).parameters) - {"progress"}
     assert set(FLAGS) == params
-    parser = build_parser()
+    parser = build_parser("sync")
     sub = next(a for a in parser._actions if a.dest == "command").choices["sync"]  # type: ignore[union-attr]
     options = {opt for action in sub._actions for opt in action.option_strings}
     positional = {action.dest.upper() for action in sub._actions if not action.option_strings}
