@@ -179,8 +179,9 @@ def test_renderer_agrees_with_kustomize(directory: str) -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("argo_crds")
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_overlay_is_accepted_by_the_api_server(cluster: Any, namespace: str, argo_crds: None, overlay: str) -> None:
+def test_overlay_is_accepted_by_the_api_server(cluster: Any, namespace: str, overlay: str) -> None:
     """Every object, server-side dry run with strict field validation. Namespaced objects go
     to the test's namespace (a dry run cannot create into the overlay's own, which does not
     exist yet); the Namespace object itself is dry-run as rendered."""

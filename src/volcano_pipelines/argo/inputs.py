@@ -62,7 +62,7 @@ class StepCommand:
             out += [".", word]
         trailing: list[str] = []
         for item in self.inputs:
-            pair = [item.spec, "{{inputs.parameters.%s}}" % item.name]
+            pair = [item.spec, tag(f"inputs.parameters.{item.name}")]
             if item.spec == "+":
                 trailing += pair
             else:
@@ -76,6 +76,11 @@ class StepCommand:
 
     def input(self, name: str) -> Input:
         return next(i for i in self.inputs if i.name == name)
+
+
+def tag(expression: str) -> str:
+    """An Argo template tag: `{{expression}}`."""
+    return "{{" + expression + "}}"
 
 
 def _dashes(name: str) -> str:

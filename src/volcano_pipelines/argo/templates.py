@@ -9,12 +9,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hera.workflows import Container, CronWorkflow, Parameter, Resource, RetryStrategy, Step, Steps, WorkflowTemplate
+from hera.workflows import (
+    Container,
+    CronWorkflow,
+    Parameter,
+    Resource,
+    RetryStrategy,
+    Step,
+    Steps,
+    WorkflowTemplate,
+)
 from hera.workflows.models import (
     Arguments,
     Backoff,
-    DAGTemplate,
     DAGTask,
+    DAGTemplate,
     Outputs,
     PersistentVolumeClaimVolumeSource,
     ResourceRequirements,
@@ -34,7 +43,13 @@ from hera.workflows.models import (
 )
 
 from volcano_pipelines import __version__
-from volcano_pipelines.argo.inputs import Input, StepCommand, output_names, step_command
+from volcano_pipelines.argo.inputs import (
+    Input,
+    StepCommand,
+    output_names,
+    step_command,
+    tag,
+)
 from volcano_pipelines.labels import RUN_LABEL
 
 __all__ = [
@@ -173,7 +188,7 @@ def step_template(spec: StepSpec) -> Container:
         }
     deadline = None
     if "timeout" in {i.name for i in cmd.inputs}:
-        deadline = "{{=asInt(inputs.parameters.timeout) + %d}}" % DEADLINE_MARGIN_SECONDS
+        deadline = tag(f"=asInt(inputs.parameters.timeout) + {DEADLINE_MARGIN_SECONDS}")
     outputs = [Parameter(name="result", value_from=ValueFromModel(path=f"{OUT_DIR}/result.json", default=""),
                          description="the step's result as JSON (vpipe --json)")]
     outputs += [Parameter(name=name, value_from=ValueFromModel(path=f"{OUT_DIR}/outputs/{name}", default=""))
@@ -227,14 +242,14 @@ def _pipeline_wiring() -> tuple[list[Input], dict[str, str], dict[str, str]]:
         if item.name in sync_args:
             continue
         workflow.append(Input(SYNC_PREFIX + item.name, item.spec, item.default, item.description, item.enum))
-        sync_args[item.name] = "{{workflow.parameters.%s%s}}" % (SYNC_PREFIX, item.name)
+        sync_args[item.name] = tag(f"workflow.parameters.{SYNC_PREFIX}{item.name}")
     train_args: dict[str, str] = {"namespace": "{{workflow.namespace}}"}
     for item in train_cmd.inputs:
         if item.name in train_args:
             continue
         default = PIPELINE_DEFAULTS.get(item.name, item.default)
         workflow.append(Input(item.name, item.spec, default, item.description, item.enum))
-        train_args[item.name] = "{{workflow.parameters.%s}}" % item.name
+        train_args[item.name] = tag(f"workflow.parameters.{item.name}")
     return workflow, sync_args, train_args
 
 
@@ -256,7 +271,7 @@ def train_and_serve() -> WorkflowTemplate:
         # Next: reap (depends: train), tensorboard (depends: train), serve (depends: train).
     ]
     outputs = [
-        ParameterModel(name=name, value_from=ValueFromModel(parameter="{{tasks.train.outputs.parameters.%s}}" % name))
+        ParameterModel(name=name, value_from=ValueFromModel(parameter=tag(f"tasks.train.outputs.parameters.{name}")))
         for name in ("result", "phase", "succeeded")
     ]
     main = TemplateModel(name="main", dag=DAGTemplate(tasks=tasks), outputs=Outputs(parameters=outputs))

@@ -225,7 +225,7 @@ def test_sync_container_copies_into_the_mounted_volume(tmp_path: Path) -> None:
 
 
 def _references(text: str, kind: str) -> set[str]:
-    return set(re.findall(r"\{\{%s\.parameters\.([\w-]+)\}\}" % kind, text))
+    return set(re.findall(r"\{\{" + kind + r"\.parameters\.([\w-]+)\}\}", text))
 
 
 def test_train_and_serve_wires_every_required_input() -> None:
