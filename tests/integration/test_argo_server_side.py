@@ -35,28 +35,41 @@ def argo_crd_dir() -> Path:
     return build.module_dir(ARGO_MODULE, ARGO_VERSION) / "manifests" / "base" / "crds" / "full"
 
 
+_INSTALLED: set[str] = set()  # kubeconfigs whose cluster has them (the fixture is used by two modules)
+
+
 def _install_crds(cluster: Any) -> None:
+    import json
+
     from kubernetes import client
 
+    if str(cluster.kubeconfig) in _INSTALLED:
+        return
     api = client.ApiextensionsV1Api(cluster.api_client())
     names = []
+    # Raw responses (_preload_content=False): the client's models for a 2.5 MB schema take
+    # tens of seconds to build, and only the status is read here.
     for kind in ARGO_KINDS:
         crd = yaml.safe_load((argo_crd_dir() / f"argoproj.io_{kind}.yaml").read_text())
         names.append(crd["metadata"]["name"])
-        try:
-            api.create_custom_resource_definition(crd)
+        try:  # a cheap read first: the API server takes long to refuse a 2.5 MB duplicate
+            api.read_custom_resource_definition_status(crd["metadata"]["name"], _preload_content=False)
+            continue
         except client.ApiException as err:
-            if err.status != 409:  # installed earlier in this session
+            if err.status != 404:
                 raise
+        api.create_custom_resource_definition(crd, _preload_content=False)
 
     def established() -> bool:
         for name in names:
-            conditions = api.read_custom_resource_definition(name).status.conditions or []
-            if not any(c.type == "Established" and c.status == "True" for c in conditions):
+            raw = api.read_custom_resource_definition_status(name, _preload_content=False)
+            conditions = (json.loads(raw.data).get("status") or {}).get("conditions") or []
+            if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
                 return False
         return True
 
     wait_for("Argo CRDs established", established, timeout=60)
+    _INSTALLED.add(str(cluster.kubeconfig))
 
 
 @pytest.fixture(scope="session")
