@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sync": ("volcano_pipelines.cli.sync", "stage a dataset from HDFS / WebHDFS / a directory into a mounted volume"),
     "compile": ("volcano_pipelines.cli.compile", "write the KFP components and pipelines (and Argo templates)"),
     "schedule": ("volcano_pipelines.cli.schedule", "schedule recurring retraining (KFP recurring run)"),
+    "pv": ("volcano_pipelines.cli.admin", "admin: PersistentVolume helpers"),
+    "namespace": ("volcano_pipelines.cli.admin", "admin: namespace helpers"),
 }
 # Flags whose value may itself start with '-' (`--mpiexec-arg -x`).
 DASH_VALUE_FLAGS = frozenset({"--mpiexec-arg"})

@@ -1,0 +1,184 @@
+"""The generated Argo objects against a real API server with Argo's own CRDs (full schemas,
+Argo v4.0.5, fetched into the Go module cache at test time, never committed), and the train
+step's container, as the WorkflowTemplate runs it, against the real Volcano: every terminal
+failed phase of a job fails the step with exit code 1, which is how Argo fails the node (no
+`failureCondition` to forget a phase in)."""
+
+from __future__ import annotations
+
+import copy
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.cluster import behaviour
+from tests.integration.waiting import wait_for
+from tests.unit.argo import local_run
+from volcano_pipelines.volcano.status import FAILED_PHASES
+
+ARGO_MODULE = "github.com/argoproj/argo-workflows/v4"
+ARGO_VERSION = "v4.0.5"
+# The kinds pipelines/argo/ holds. Each full schema is large (the API server takes a while to
+# establish one on a small machine), so only these.
+ARGO_KINDS = ("workflowtemplates", "cronworkflows")
+CODE_URL = "https://example.com/code/"  # never fetched: kwok runs no container
+
+
+def argo_crd_dir() -> Path:
+    from tests.cluster import build
+
+    if not build.go_available():
+        pytest.skip("Go is not installed: cannot fetch Argo's CRDs into the module cache")
+    return build.module_dir(ARGO_MODULE, ARGO_VERSION) / "manifests" / "base" / "crds" / "full"
+
+
+_INSTALLED: set[str] = set()  # kubeconfigs whose cluster has them (the fixture is used by two modules)
+
+
+def _install_crds(cluster: Any) -> None:
+    import json
+
+    from kubernetes import client
+
+    if str(cluster.kubeconfig) in _INSTALLED:
+        return
+    api = client.ApiextensionsV1Api(cluster.api_client())
+    names = []
+    # Raw responses (_preload_content=False): the client's models for a 2.5 MB schema take
+    # tens of seconds to build, and only the status is read here.
+    for kind in ARGO_KINDS:
+        crd = yaml.safe_load((argo_crd_dir() / f"argoproj.io_{kind}.yaml").read_text())
+        names.append(crd["metadata"]["name"])
+        try:  # a cheap read first: the API server takes long to refuse a 2.5 MB duplicate
+            api.read_custom_resource_definition_status(crd["metadata"]["name"], _preload_content=False)
+            continue
+        except client.ApiException as err:
+            if err.status != 404:
+                raise
+        api.create_custom_resource_definition(crd, _preload_content=False)
+
+    def established() -> bool:
+        for name in names:
+            raw = api.read_custom_resource_definition_status(name, _preload_content=False)
+            conditions = (json.loads(raw.data).get("status") or {}).get("conditions") or []
+            if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                return False
+        return True
+
+    wait_for("Argo CRDs established", established, timeout=60)
+    _INSTALLED.add(str(cluster.kubeconfig))
+
+
+@pytest.fixture(scope="session")
+def argo_crds(cluster: Any) -> None:
+    _install_crds(cluster)
+
+
+def dry_run_create(cluster: Any, obj: dict[str, Any]) -> dict[str, Any]:
+    """POST with dryRun=All and fieldValidation=Strict: the API server validates the object
+    against its schema (and refuses unknown fields rather than pruning them); nothing is
+    stored. Returns the object as it would have been stored."""
+    from kubernetes.dynamic import DynamicClient
+
+    dynamic = DynamicClient(cluster.api_client())
+    resource = dynamic.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+    namespace = obj["metadata"].get("namespace") if resource.namespaced else None
+    created = resource.create(body=obj, namespace=namespace, dry_run="All",
+                              query_params=[("fieldValidation", "Strict")])
+    return created.to_dict()  # type: ignore[no-any-return]
+
+
+def _argo_objects() -> dict[str, dict[str, Any]]:
+    return {path.name: yaml.safe_load(path.read_text()) for path in sorted(local_run.ARGO_DIR.glob("*.yaml"))
+            if path.name != "kustomization.yaml"}
+
+
+# --- server-side validation --------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_every_generated_argo_object_is_accepted(cluster: Any, namespace: str, argo_crds: None) -> None:
+    objects = _argo_objects()
+    assert {o["kind"] for o in objects.values()} == {"WorkflowTemplate", "CronWorkflow"}
+    for name, obj in objects.items():
+        obj["metadata"]["namespace"] = namespace
+        stored = dry_run_create(cluster, obj)
+        assert stored["spec"] == obj["spec"], f"{name}: the API server changed the spec"
+
+
+@pytest.mark.integration
+def test_the_v4_schema_is_in_force(cluster: Any, namespace: str, argo_crds: None) -> None:
+    """The validation above can fail: the singular `schedule` (removed in Argo v4) and a
+    misspelled template field are refused, not silently dropped."""
+    from kubernetes.dynamic.exceptions import DynamicApiError
+
+    cron = _argo_objects()["nightly-retrain.yaml"]
+    cron["metadata"]["namespace"] = namespace
+    old_style = copy.deepcopy(cron)
+    old_style["spec"]["schedule"] = old_style["spec"].pop("schedules")[0]
+    with pytest.raises(DynamicApiError) as refused:
+        dry_run_create(cluster, old_style)
+    assert refused.value.status in (400, 422) and "schedule" in str(refused.value.body)
+
+    template = _argo_objects()["train-tf.yaml"]
+    template["metadata"]["namespace"] = namespace
+    template["spec"]["templates"][0]["activeDeadlineSecond"] = 60
+    with pytest.raises(DynamicApiError) as typo:
+        dry_run_create(cluster, template)
+    assert "activeDeadlineSecond" in str(typo.value.body)
+
+
+# --- every failed phase fails the Argo step ------------------------------------------------
+
+
+def _job_phase(cluster: Any, namespace: str, name: str) -> str:
+    from kubernetes import client
+
+    api = client.CustomObjectsApi(cluster.api_client())
+    job = api.get_namespaced_custom_object("batch.volcano.sh", "v1alpha1", namespace, "jobs", name)
+    return str(job.get("status", {}).get("state", {}).get("phase", ""))
+
+
+@pytest.mark.integration
+def test_train_container_fails_the_step_for_every_failed_phase(cluster: Any, namespace: str,
+                                                               tmp_path: Path) -> None:
+    """The WorkflowTemplate's own container, run against Volcano: Completed exits 0; Failed
+    (restarts used up), Terminated (no restart on failure) and Aborted (--timeout) exit 1,
+    and the phase output parameter names the phase."""
+    fail = f"worker:{behaviour.FAIL_LABEL}=3"
+    common = {"namespace": namespace, "code-url": CODE_URL, "timeout": "120"}
+    cases = {
+        "completes": {"workers": "1"},
+        "fails": {"workers": "1", "max-retry": "1", "pod-labels": fail},
+        "terminates": {"workers": "1", "restart-on-failure": "false", "pod-labels": fail},
+        # 3 workers x 4 GPUs never fit the fake nodes: the step's timeout aborts the job.
+        "aborts": {"workers": "3", "worker-gpus": "4", "timeout": "20"},
+    }
+    tmpl = local_run.template(local_run.load("train-tf.yaml"))
+
+    def run(name: str) -> local_run.ContainerRun:
+        work = tmp_path / name
+        work.mkdir()
+        given = {**common, **cases[name], "name": name}
+        return local_run.run(tmpl, given, work, env={"KUBECONFIG": str(cluster.kubeconfig)},
+                             workflow={"uid": f"argo-{namespace}-{name}"})
+
+    with ThreadPoolExecutor(max_workers=len(cases)) as pool:
+        runs = dict(zip(cases, pool.map(run, cases)))
+
+    assert runs["completes"].returncode == 0, runs["completes"].stderr
+    assert runs["completes"].outputs["phase"] == "Completed"
+    assert runs["completes"].outputs["succeeded"] == "true"
+    for name in ("fails", "terminates", "aborts"):
+        assert runs[name].returncode == 1, (name, runs[name].stderr)
+        assert runs[name].outputs["succeeded"] == "false", name
+        assert runs[name].outputs["run-id"] == f"argo-{namespace}-{name}"
+    assert runs["fails"].outputs["phase"] == "Failed"
+    assert runs["terminates"].outputs["phase"] == "Terminated"
+    assert runs["aborts"].outputs["phase"] in ("Aborting", "Aborted")
+    wait_for("job Aborted", lambda: _job_phase(cluster, namespace, "aborts") == "Aborted", timeout=60)
+    seen = {_job_phase(cluster, namespace, name) for name in ("fails", "terminates", "aborts")}
+    assert seen == FAILED_PHASES, seen

@@ -1,0 +1,284 @@
+"""The generated Argo YAML: fresh, derived from the step signatures, and runnable: each step's
+container command is run here by a real `sh` with this checkout's `vpipe` (dry run, so no
+cluster is needed) and must hand the step exactly what the Python API would get."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.golden_files import check_golden
+from tests.unit.argo import local_run
+from tests.unit.argo.local_run import REPO, load, template
+from volcano_pipelines.argo import compile as argo_compile
+from volcano_pipelines.argo import templates
+from volcano_pipelines.argo.inputs import FIXED_BY_POD, command_parser, output_names
+from volcano_pipelines.argo.outputs import output_files
+from volcano_pipelines.steps.params import params
+from volcano_pipelines.steps.results import TrainResult
+from volcano_pipelines.steps.train import render_mpi, render_tf
+
+ARTIFACTS = argo_compile.artifacts()
+
+
+@pytest.mark.parametrize("path", sorted(ARTIFACTS))
+def test_committed_argo_yaml_is_fresh(path: str) -> None:
+    check_golden(REPO / path, ARTIFACTS[path])
+
+
+def test_artifacts_are_the_argo_files() -> None:
+    assert set(ARTIFACTS) == {f"pipelines/argo/{n}.yaml" for n in (
+        "sync", "train-tf", "train-mpi", "train-and-serve", "nightly-retrain", "kustomization")}
+    kustomization = yaml.safe_load(ARTIFACTS["pipelines/argo/kustomization.yaml"])
+    assert kustomization["resources"] == ["sync.yaml", "train-and-serve.yaml", "train-mpi.yaml", "train-tf.yaml"]
+
+
+# --- parameters come from the step signatures -----------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(templates.STEPS))
+def test_every_flag_of_the_step_is_a_parameter_with_the_signature_default(name: str) -> None:
+    spec = templates.STEPS[name]
+    tmpl = template(load(f"{name}.yaml"))
+    inputs = {p["name"]: p for p in tmpl["inputs"]["parameters"]}
+    parser = command_parser(spec.words)
+    step_params = {p.name: p for p in params(spec.step)}
+    flags_in_args = set(tmpl["container"]["args"])
+    for action in parser._actions:
+        base = action.dest.split(":")[0]
+        if base not in step_params or base in FIXED_BY_POD:
+            continue
+        if action.option_strings:
+            flag = next(f for f in action.option_strings if f.startswith("--"))
+            assert {flag, "?" + flag, "!" + flag, "*" + flag} & flags_in_args, f"{flag} is not passed by {name}"
+        if ":" in action.dest or base == "run_id":
+            continue
+        param = step_params[base]
+        argo_name = base.replace("_", "-")
+        assert argo_name in inputs, f"{base} is not a parameter of {name}"
+        if param.required or base in spec.required:
+            assert "default" not in inputs[argo_name], argo_name
+        elif isinstance(param.default, bool):
+            assert inputs[argo_name]["default"] == str(param.default).lower()
+            assert inputs[argo_name]["enum"] == ["true", "false"]
+        elif param.default is None:
+            assert inputs[argo_name]["default"] == ""
+        elif isinstance(param.default, (int, float, str)):
+            assert inputs[argo_name]["default"] == str(param.default)
+        if param.help:
+            assert inputs[argo_name]["description"].startswith(param.help.split(", e.g. {")[0])
+
+
+def test_a_new_step_argument_becomes_a_parameter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing in argo/ lists parameters: a parameter the CLI gains appears in the template."""
+    import argparse
+
+    from volcano_pipelines.cli import sync as cli_sync
+
+    original = cli_sync.register
+
+    def register(subparsers: argparse._SubParsersAction) -> None:
+        original(subparsers)
+        subparsers.choices["sync"].add_argument("--max-age", dest="max_age", help="skip older files")
+
+    def sync(src: str, dst: str, *, max_age: str | None = None) -> Any:
+        pass
+
+    sync.__doc__ = "Sync.\n\n    Args:\n        src: source\n        dst: destination\n        max_age: only files younger than this\n"
+
+    monkeypatch.setattr(cli_sync, "register", register)
+    spec = templates.StepSpec("sync", sync, ("sync",))
+    cmd = templates.command(spec)
+    assert cmd.input("max-age").spec == "--max-age"
+    assert cmd.input("max-age").description == "only files younger than this"
+    assert cmd.input("max-age").default == ""
+
+
+def test_where_the_step_runs_is_fixed_by_the_pod_and_the_run_id_is_the_workflow_uid() -> None:
+    tmpl = template(load("train-tf.yaml"))
+    names = {p["name"] for p in tmpl["inputs"]["parameters"]}
+    assert not names & {"kubeconfig", "context", "backend", "local-dir", "run-id"}
+    args = tmpl["container"]["args"]
+    assert args[args.index("--run-id") + 2] == "{{workflow.uid}}"
+
+
+@pytest.mark.parametrize("name", ["train-tf", "train-mpi"])
+def test_argo_deadline_comes_after_the_step_timeout(name: str) -> None:
+    """The step aborts its job at --timeout; Argo's deadline (which kills the pod) is later."""
+    tmpl = template(load(f"{name}.yaml"))
+    timeout = next(p for p in tmpl["inputs"]["parameters"] if p["name"] == "timeout")
+    assert "default" not in timeout  # Argo needs a finite deadline
+    match = re.fullmatch(r"\{\{=asInt\(inputs\.parameters\.timeout\) \+ (\d+)\}\}", tmpl["activeDeadlineSeconds"])
+    assert match and int(match.group(1)) == templates.DEADLINE_MARGIN_SECONDS > 0
+
+
+def test_retries_only_cluster_problems() -> None:
+    for name in templates.STEPS:
+        retry = template(load(f"{name}.yaml"))["retryStrategy"]
+        assert retry["expression"] == "asInt(lastRetry.exitCode) == 3", name
+
+
+def test_outputs_are_the_scalar_fields_of_the_result() -> None:
+    names = output_names(templates.STEPS["train-tf"].step)
+    assert {"phase", "succeeded", "name", "namespace", "run-id", "duration-seconds", "retries"} <= set(names)
+    assert not {"tasks", "failure", "missing", "manifest"} & set(names)
+    assert {"ok", "copied", "failed", "bytes-copied"} <= set(output_names(templates.STEPS["sync"].step))
+    tmpl = template(load("train-tf.yaml"))
+    outputs = {p["name"]: p["valueFrom"]["path"] for p in tmpl["outputs"]["parameters"]}
+    assert outputs["result"] == "/tmp/vpipe/result.json"
+    assert outputs["phase"] == "/tmp/vpipe/outputs/phase"
+
+
+def test_output_files() -> None:
+    result = TrainResult("mnist", "ml", "r1", "Failed", False, tasks={"worker": {"failed": 1}},
+                         failure={"pod": "mnist-worker-0"}, duration_seconds=12.5).to_dict()
+    files = output_files(result)
+    assert files["phase"] == "Failed" and files["succeeded"] == "false" and files["duration-seconds"] == "12.5"
+    assert files["message"] == "" and "tasks" not in files and "failure" not in files
+
+
+# --- the container, run for real ------------------------------------------------------------
+
+
+def _manifest(run: local_run.ContainerRun) -> dict[str, Any]:
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.outputs["result"])["manifest"]
+
+
+def test_train_tf_container_passes_every_kind_of_parameter(tmp_path: Path) -> None:
+    tricky = "--msg=$(touch pwned) `touch pwned2` \"quoted\" 'single'; *"
+    given = {
+        "name": "mnist", "timeout": "600", "dry-run": "true", "workers": "3", "chief": "true",
+        "restart-on-failure": "false", "worker-cpu": "4", "ps-memory": "2Gi", "worker-gpus": "1",
+        "env": "A=1\nworker:B=two words\n", "labels": "team=vision", "image-pull-secrets": "reg1\nreg2",
+        "tolerations": "worker:gpu=yes:NoSchedule", "code-url": "http://files.example/mnist/",
+        "args": f"--epochs\n5\n{tricky}",
+    }
+    run = local_run.run(template(load("train-tf.yaml")), given, tmp_path)
+    expected = render_tf(
+        "mnist", workers=3, chief=True, restart_on_failure=False, cpu={"worker": "4"}, memory={"ps": "2Gi"},
+        gpus={"worker": 1}, env={"": {"A": "1"}, "worker": {"B": "two words"}}, labels={"team": "vision"},
+        image_pull_secrets=["reg1", "reg2"], tolerations={"worker": ["gpu=yes:NoSchedule"]},
+        code_url="http://files.example/mnist/", args=["--epochs", "5", tricky], run_id="0f9c2c1e-argo-test",
+    )
+    assert _manifest(run) == expected
+    assert not list(tmp_path.rglob("pwned*")), "a parameter was run by a shell"
+    assert run.outputs["phase"] == "DryRun" and run.outputs["succeeded"] == "true"
+    assert run.outputs["run-id"] == "0f9c2c1e-argo-test"
+
+
+def test_train_mpi_container_with_defaults(tmp_path: Path) -> None:
+    given = {"name": "allreduce", "timeout": "60", "dry-run": "true", "command": "python3 allreduce.py --steps 10",
+             "mpiexec-args": "-x\nOMP_NUM_THREADS=1"}
+    run = local_run.run(template(load("train-mpi.yaml")), given, tmp_path)
+    expected = render_mpi("allreduce", command=["python3", "allreduce.py", "--steps", "10"],
+                          mpiexec_args=["-x", "OMP_NUM_THREADS=1"], run_id="0f9c2c1e-argo-test")
+    assert _manifest(run) == expected
+
+
+def test_a_switch_that_is_not_true_or_false_is_bad_input(tmp_path: Path) -> None:
+    tmpl = template(load("train-tf.yaml"))
+    # Argo refuses it at submission (enum); the script refuses it too, naming the flag.
+    chief = next(p for p in tmpl["inputs"]["parameters"] if p["name"] == "chief")
+    assert chief["enum"] == ["true", "false"]
+    for param in tmpl["inputs"]["parameters"]:
+        param.pop("enum", None)
+    run = local_run.run(tmpl, {"name": "mnist", "timeout": "60", "chief": "yes"}, tmp_path)
+    assert run.returncode == 2
+    assert "invalid --chief=yes: true or false" in run.stderr
+    assert run.outputs["phase"] == ""
+
+
+def test_bad_input_exits_2_and_leaves_outputs_at_their_default(tmp_path: Path) -> None:
+    run = local_run.run(template(load("train-tf.yaml")), {"name": "mnist", "timeout": "60", "workers": "-1",
+                                                          "dry-run": "true"}, tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert "--workers" in run.stderr
+    assert run.outputs["phase"] == "" and run.outputs["result"] == ""
+
+
+def test_sync_container_copies_into_the_mounted_volume(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "a").mkdir(parents=True)
+    (src / "a" / "one.txt").write_text("1")
+    (src / "two.log").write_text("2")
+    dst = tmp_path / "data" / "mnist"
+    sync_yaml = load("sync.yaml")
+    tmpl = template(sync_yaml)
+    mount = tmpl["container"]["volumeMounts"][0]
+    assert mount["mountPath"] == templates.DATA_MOUNT
+    assert next(v for v in tmpl["volumes"] if v["name"] == mount["name"])["persistentVolumeClaim"]["claimName"] == \
+        "{{inputs.parameters.data-pvc}}"
+    run = local_run.run(tmpl, {"src": str(src), "dst": str(dst), "exclude": "*.log", "shards": "2"}, tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert (dst / "a" / "one.txt").read_text() == "1" and not (dst / "two.log").exists()
+    assert run.outputs["copied"] == "1" and run.outputs["ok"] == "true"
+    assert len(json.loads(run.outputs["result"])["shard_manifests"]) == 2
+
+
+# --- the pipeline and the schedule ----------------------------------------------------------
+
+
+def _references(text: str, kind: str) -> set[str]:
+    return set(re.findall(r"\{\{" + kind + r"\.parameters\.([\w-]+)\}\}", text))
+
+
+def test_train_and_serve_wires_every_required_input() -> None:
+    pipeline = load("train-and-serve.yaml")
+    declared = {p["name"]: p for p in pipeline["spec"]["arguments"]["parameters"]}
+    assert _references(json.dumps(pipeline), "workflow") <= set(declared)
+    main = template(pipeline, "main")
+    tasks = {t["name"]: t for t in main["dag"]["tasks"]}
+    assert tasks["train"]["depends"] == "sync"
+    for task in tasks.values():
+        ref = task["templateRef"]
+        target = template(load(f"{ref['template']}.yaml"), ref["template"])
+        assert ref["name"] == f"vpipe-{ref['template']}"
+        inputs = {p["name"]: p for p in target["inputs"]["parameters"]}
+        given = {p["name"] for p in task["arguments"]["parameters"]}
+        assert given <= set(inputs), given - set(inputs)
+        assert {n for n, p in inputs.items() if "default" not in p} <= given
+    sync_args = {p["name"]: p["value"] for p in tasks["sync"]["arguments"]["parameters"]}
+    train_args = {p["name"]: p["value"] for p in tasks["train"]["arguments"]["parameters"]}
+    # One data PVC: the sync step fills it, the training job reads it.
+    assert sync_args["data-pvc"] == train_args["data-pvc"] == "{{workflow.parameters.data-pvc}}"
+    assert sync_args["dst"] == templates.DATA_MOUNT
+    assert train_args["namespace"] == "{{workflow.namespace}}"
+    assert declared["data-pvc"]["value"] == "vpipe-data" and declared["log-pvc"]["value"] == "vpipe-logs"
+    assert "value" not in declared["sync-src"] and "value" not in declared["timeout"]
+
+
+def test_exit_handler_reports_and_cleans_up_only_on_failure() -> None:
+    pipeline = load("train-and-serve.yaml")
+    assert pipeline["spec"]["onExit"] == "exit-handler"
+    steps = [s for group in template(pipeline, "exit-handler")["steps"] for s in group]
+    assert [s["name"] for s in steps] == ["report", "cleanup"]
+    assert steps[1]["when"] == "{{workflow.status}} != Succeeded"
+    cleanup = template(pipeline, "cleanup")["resource"]
+    assert cleanup["action"] == "delete"
+    assert "volcano-pipelines/run={{workflow.uid}}" in cleanup["flags"]
+
+
+def test_nightly_cron_workflow() -> None:
+    cron = load("nightly-retrain.yaml")
+    spec = cron["spec"]
+    assert "schedule" not in spec and spec["schedules"] == ["0 2 * * *"]  # Argo v4 removed `schedule`
+    assert spec["concurrencyPolicy"] == "Forbid" and spec["timezone"] and spec["startingDeadlineSeconds"] > 0
+    assert spec["workflowSpec"]["workflowTemplateRef"]["name"] == "vpipe-train-and-serve"
+    pipeline = load("train-and-serve.yaml")["spec"]["arguments"]["parameters"]
+    required = {p["name"] for p in pipeline if "value" not in p}
+    given = {p["name"] for p in spec["workflowSpec"]["arguments"]["parameters"]}
+    assert required <= given <= {p["name"] for p in pipeline}
+
+
+def test_every_object_runs_as_the_pipeline_service_account() -> None:
+    for name in ("sync", "train-tf", "train-mpi", "train-and-serve"):
+        assert load(f"{name}.yaml")["spec"]["serviceAccountName"] == templates.SERVICE_ACCOUNT
+        for tmpl in load(f"{name}.yaml")["spec"]["templates"]:
+            if "container" in tmpl:
+                assert tmpl["container"]["image"] == templates.RUNTIME_IMAGE
