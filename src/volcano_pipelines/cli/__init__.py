@@ -16,7 +16,7 @@ __all__ = ["build_parser", "main"]
 
 # The modules that register the commands. None of them imports the Kubernetes client at
 # import time, so `--help`, `render` and `sync` start fast.
-COMMAND_MODULES = ("volcano_pipelines.cli.train", "volcano_pipelines.cli.sync")
+COMMAND_MODULES = ("volcano_pipelines.cli.train", "volcano_pipelines.cli.sync", "volcano_pipelines.cli.lifecycle")
 # Flags whose value may itself start with '-' (`--mpiexec-arg -x`).
 DASH_VALUE_FLAGS = frozenset({"--mpiexec-arg"})
 
