@@ -134,8 +134,9 @@ def build_serving(spec: ServingSpec, deployment_owner: Mapping[str, Any] | None 
     deployment["spec"]["progressDeadlineSeconds"] = spec.progress_deadline_seconds
     deployment = stamp_template(deployment)
     service = objects.service(child_meta, selector=selector(spec.name), ports=[
-        {"name": "grpc", "port": GRPC_PORT, "targetPort": GRPC_PORT},
-        {"name": "http", "port": REST_PORT, "targetPort": REST_PORT},
+        # Named target ports: the pods say which of their ports serve gRPC and REST.
+        {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc"},
+        {"name": "http", "port": REST_PORT, "targetPort": "http"},
     ])
     return [*out, deployment, service]
 

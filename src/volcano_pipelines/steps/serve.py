@@ -179,7 +179,7 @@ def serve(
         versions: version_policy specific: the versions to serve
         smoke_payload: JSON body of a REST :predict request that must succeed after the rollout, e.g. {"instances": [[1.0]]}
         keep_versions: after a good rollout, delete all but the newest N version directories (needs model_dir_local)
-        rest_url: base URL of TF Serving's REST API for the status and smoke test (default: through the API server's service proxy)
+        rest_url: base URL of TF Serving's REST API for the status and smoke test (default: the Service inside a cluster, else through the API server's service proxy)
         target: deployment (TF Serving Deployment + Service) or kserve (print a KServe InferenceService; nothing is applied)
         timeout: seconds for the rollout and the model to become AVAILABLE
         run_id: run identity label
@@ -278,7 +278,8 @@ def serve(
                                     timeout=timeout, on_change=progress.note)
     failure = None if rollout.done else f"rollout failed: {rollout.message}"
     if failure is None:
-        fetch = _direct_fetch(rest_url) if rest_url else _proxy_fetch(cluster, ns, name)
+        direct = rest_url or _in_cluster_url(name, ns, kubeconfig, context)
+        fetch = _direct_fetch(direct) if direct else _proxy_fetch(cluster, ns, name)
         remaining = max(1.0, timeout - (time.monotonic() - started))
         model = wait_model_available(fetch, model_name, want, remaining, on_change=progress.note)
         result.served_versions = list(model.served)
@@ -314,6 +315,14 @@ def _payload(text: str | None) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise InputError("smoke_payload", text, "a JSON object such as {\"instances\": [[1.0, 2.0]]}")
     return value
+
+
+def _in_cluster_url(name: str, namespace: str, kubeconfig: str | None, context: str | None) -> str | None:
+    """Inside a pod (in-cluster configuration, as connect() would choose it) the Service is
+    reached directly: no API server proxy, and no permission on services/proxy needed."""
+    if kubeconfig or context or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    return f"http://{name}.{namespace}.svc:{REST_PORT}"
 
 
 def _proxy_fetch(cluster: Any, namespace: str, service: str) -> Fetch:

@@ -70,7 +70,7 @@ def test_tf_serving_deployment() -> None:
     assert container["resources"]["requests"] == {"cpu": "500m", "memory": "1Gi"}
     assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
     assert deployment["spec"]["progressDeadlineSeconds"] == 600
-    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("grpc", 8500), ("http", 8501)]
+    assert [(p["name"], p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [("grpc", 8500, "grpc"), ("http", 8501, "http")]
     assert service["spec"]["type"] == "ClusterIP"
 
 

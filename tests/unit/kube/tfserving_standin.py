@@ -70,11 +70,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 @contextmanager
-def standin(model: str, script: list[tuple[int, Any]], **kwargs: Any) -> Iterator[StandIn]:
+def standin(model: str, script: list[tuple[int, Any]], *, bind: str = "127.0.0.1", **kwargs: Any) -> Iterator[StandIn]:
     state = StandIn(model=model, script=script, **kwargs)
     handler = type("Handler", (_Handler,), {"state": state})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    server = http.server.ThreadingHTTPServer((bind, 0), handler)
+    state.url = f"http://{bind}:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
