@@ -57,6 +57,9 @@ class ServingSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     image_pull_secrets: Sequence[str] = ()
     progress_deadline_seconds: int = 600
+    # A new pod counts as available only after being ready this long: a server that starts
+    # and then dies (bad flags, out of memory) fails the rollout instead of completing it.
+    min_ready_seconds: int = 10
 
 
 def selector(name: str) -> dict[str, str]:
@@ -132,6 +135,7 @@ def build_serving(spec: ServingSpec, deployment_owner: Mapping[str, Any] | None 
     meta = objects.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels)
     deployment = objects.deployment(meta, pod, selector=selector(spec.name), replicas=spec.replicas, pod_labels=labels)
     deployment["spec"]["progressDeadlineSeconds"] = spec.progress_deadline_seconds
+    deployment["spec"]["minReadySeconds"] = spec.min_ready_seconds
     deployment = stamp_template(deployment)
     service = objects.service(child_meta, selector=selector(spec.name), ports=[
         # Named target ports: the pods say which of their ports serve gRPC and REST.

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from volcano_pipelines.errors import InputError
@@ -231,6 +231,7 @@ class _Sweep:
         self.decisions: dict[tuple[str, str, str], tuple[rule.Unit, rule.Decision]] = {}
         self.result = ReapResult(scope=self._scope(), succeeded=True, dry_run=dry_run)
         self.passes = 0
+        self.started_wall = wall()
 
     def _scope(self) -> str:
         if self.job:
@@ -349,7 +350,7 @@ class _Sweep:
                                    remove=self.delete_deployment or self.delete_namespace)
             previous = self.decisions.get(unit.key)
             self.decisions[unit.key] = (unit, decision)
-            if previous is None or previous[1].reason != decision.reason:
+            if previous is None or _gist(previous[1]) != _gist(decision):
                 self._note(unit, decision)
             self._handle(unit, decision, now)
         self._check_gone(now)
@@ -514,7 +515,10 @@ class _Sweep:
                 return self._end(f"{unit.describe()}: nothing to reap: {decision.reason}")
             return None
         if self.dry_run or self.once:
-            in_grace = [key for key, (_u, d) in self.decisions.items() if d.action == rule.GRACE and key not in self.acted]
+            # One sweep waits for what comes due within the grace period, not for a TTL days away.
+            horizon = self.started_wall + timedelta(seconds=self.grace + 1)
+            in_grace = [key for key, (_u, d) in self.decisions.items()
+                        if d.action == rule.GRACE and key not in self.acted and d.due_at is not None and d.due_at <= horizon]
             if (self.dry_run or (not in_grace and not pending_gone)):
                 for key, (unit, decision) in sorted(self.decisions.items()):
                     if key not in self.acted and decision.action in (rule.WAIT, rule.GRACE):
@@ -538,6 +542,11 @@ class _Sweep:
                 if key not in self.acted and key not in self.reported and decision.action in (rule.WAIT, rule.GRACE):
                     self.result.waiting.append(_waiting(unit, decision))
         return self.result
+
+
+def _gist(decision: rule.Decision) -> tuple[Any, ...]:
+    """What makes a decision worth a new log line (not the seconds counting up in its reason)."""
+    return (decision.action, decision.lingering, decision.due_at, decision.failed)
 
 
 def _waiting(unit: rule.Unit, decision: rule.Decision) -> ReapedUnit:
