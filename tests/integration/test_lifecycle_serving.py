@@ -223,17 +223,20 @@ def test_model_status_through_the_api_server_service_proxy(kube: Cluster) -> Non
     address = host_address()
     with standin("mnist", [(200, status_body((4, "LOADING"))), (200, status_body((4, "AVAILABLE")))], bind=address) as tfs:
         port = int(tfs.url.rsplit(":", 1)[1])
-        labels = {"app": "standin"}
-        kube.core.create_namespaced_service(kube.namespace, {"metadata": {"name": "standin"}, "spec": {
-            "selector": labels, "ports": [{"name": "http", "port": 8501, "targetPort": "http"}]}})
-        kube.core.create_namespaced_pod(kube.namespace, {"metadata": {"name": "standin", "labels": labels}, "spec": {
-            "schedulerName": "vpipe-test-unscheduled",  # no scheduler binds it: kwok never touches it
+        # A pod object (never scheduled: kwok never touches it) that says it has this machine's
+        # address; the proxy only dials endpoint addresses that belong to such a pod.
+        kube.core.create_namespaced_pod(kube.namespace, {"metadata": {"name": "standin"}, "spec": {
+            "schedulerName": "vpipe-test-unscheduled",
             "containers": [{"name": "tfs", "image": "tensorflow/serving:2.16.1", "ports": [{"name": "http", "containerPort": port}]}]}})
         kube.core.patch_namespaced_pod_status("standin", kube.namespace, {"status": {
-            "phase": "Running", "podIP": address, "podIPs": [{"ip": address}],
-            "conditions": [{"type": "Ready", "status": "True"}]}})
-        wait_for("endpoint published", lambda: any(s.addresses for s in (kube.core.read_namespaced_endpoints(
-            "standin", kube.namespace).subsets or [])), timeout=60)
+            "phase": "Running", "podIP": address, "podIPs": [{"ip": address}], "conditions": [{"type": "Ready", "status": "True"}]}})
+        # A Service without a selector and its Endpoints written by hand (the EndpointSlice
+        # controller skips pods without a node).
+        kube.core.create_namespaced_service(kube.namespace, {"metadata": {"name": "standin"}, "spec": {
+            "ports": [{"name": "http", "port": 8501, "targetPort": port}]}})
+        kube.core.create_namespaced_endpoints(kube.namespace, {"metadata": {"name": "standin"}, "subsets": [{
+            "addresses": [{"ip": address, "targetRef": {"kind": "Pod", "name": "standin", "namespace": kube.namespace}}],
+            "ports": [{"name": "http", "port": port}]}]})
         cluster = connect(str(kube.kubeconfig))
         fetch = _proxy_fetch(cluster, kube.namespace, "standin")
         state = wait_model_available(fetch, "mnist", [4], timeout=60, interval=0.5)

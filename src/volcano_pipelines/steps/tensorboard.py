@@ -184,7 +184,13 @@ def tensorboard(
     if job is not None:
         spec = replace(spec, owner=apps.owner_of(_volcano_job(cluster, spec.namespace, job)))
     apps.check_all(cluster, build_tensorboard(spec))
-    existed = apps.get(cluster, "apps/v1", "Deployment", spec.namespace, name) is not None
+    existing = apps.get(cluster, "apps/v1", "Deployment", spec.namespace, name)
+    existed = existing is not None
+    if existing is None:
+        # The Service first: what only its allocation can refuse (a node port out of the
+        # cluster's range or taken; a server-side dry run allocates nothing) comes before
+        # anything else exists. Re-applied with its owner once the Deployment has a uid.
+        apps.apply(cluster, build_tensorboard(spec)[1])
     deployment = apps.apply(cluster, build_tensorboard(spec)[0])
     applied = [apps.apply(cluster, obj) for obj in build_tensorboard(spec, apps.owner_of(deployment))[1:]]
     service = applied[0]
