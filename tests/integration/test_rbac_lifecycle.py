@@ -6,6 +6,7 @@ grant nothing that no path used. The helpers are test_rbac.py's."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -77,9 +78,45 @@ def test_lifecycle_role_is_exactly_what_every_path_uses(cluster: Any, namespace:
     seen = audited(plane.audit_log, user)
     denied = sorted(access for access, decisions in seen.items() if "allow" not in decisions)
     used = {access for access, decisions in seen.items() if "allow" in decisions}
+    # A server-side apply that creates the object is logged as a patch answered 201 Created;
+    # the API server authorized it as a create too (see the test below).
+    used |= {("create", *access[1:]) for access in created_by_apply(plane.audit_log, user)}
     assert denied == [], f"the ServiceAccount was refused: {denied}"
     unused = sorted(granted(only_lifecycle_role) - used)
     assert unused == [], f"the Role grants what no step used: {unused}"
+
+
+def created_by_apply(audit_log: Path, user: str) -> set[tuple[str, str, str, str]]:
+    """(verb, group, resource, subresource) of `user`'s patches that created their object."""
+    out = set()
+    for line in audit_log.read_text().splitlines():
+        event = json.loads(line)
+        ref = event.get("objectRef") or {}
+        if (event.get("stage") == "ResponseComplete" and event["user"].get("username") == user and event["verb"] == "patch"
+                and (event.get("responseStatus") or {}).get("code") == 201):
+            out.add(("patch", ref.get("apiGroup", ""), ref["resource"], ref.get("subresource", "")))
+    return out
+
+
+def test_creating_through_server_side_apply_needs_create(cluster: Any, namespace: str, tmp_path: Path) -> None:
+    """Why the Role grants create next to patch: without it, the first apply is refused."""
+    objects = lifecycle_objects(namespace)
+    for obj in objects:
+        for rule in obj.get("rules", []):
+            if "create" in rule["verbs"] and "deployments" in rule["resources"]:
+                rule["verbs"].remove("create")
+    gen = install(cluster, namespace, objects)
+    next(gen)
+    pvc_gen = make_log_pvc(cluster, namespace)
+    pvc = next(pvc_gen)
+    try:
+        kubeconfig = token_kubeconfig(cluster, namespace, SERVICE_ACCOUNT, tmp_path / "runner.kubeconfig")
+        run = vpipe(kubeconfig, "tensorboard", "--name", "tb", "--log-pvc", pvc, "--timeout", "30")
+    finally:
+        next(pvc_gen, None)
+        next(gen, None)
+    assert run.returncode == 3, run.stderr
+    assert "permission denied to check deployment" in run.stderr and 'cannot create resource "deployments"' in run.stderr
 
 
 def _every_path(admin: Cluster, kubeconfig: Path, pvc: str, tmp_path: Path) -> dict[str, Any]:
