@@ -98,6 +98,10 @@ class Observer:
                     version = None
                     continue
                 raise
+            except Exception:  # noqa: BLE001 - a dropped watch (the control plane stopping): resume or end
+                if self.stop.is_set():
+                    return
+                time.sleep(0.5)
 
     def latency(self, job: str) -> float | None:
         done = self.workers_done.get(job, {})
