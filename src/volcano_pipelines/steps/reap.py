@@ -343,8 +343,11 @@ class _Sweep:
                 return self._end(f"job {self.namespace}/{self.job} not found", succeeded=False)
         current = {u.key for u in units}
         for key in list(self.decisions):
-            if key not in current:
+            if key not in current:  # deleted: forget it (a long-running sweep keeps no state per old job)
                 del self.decisions[key]
+                self.reported.discard(key)
+                if key in self.acted and self.acted[key].gone:
+                    del self.acted[key]
         for unit in units:
             decision = rule.decide(unit, now=now, grace=self.grace, completion_task=self.completion_task,
                                    remove=self.delete_deployment or self.delete_namespace)
