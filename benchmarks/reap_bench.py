@@ -184,9 +184,9 @@ def main() -> int:
 
     bin_dir = build.build(log=lambda m: print(m, file=sys.stderr))
     shape = NodeShape(count=args.nodes, cpu="32", memory="128Gi", gpus=0, pods=250)
-    with tempfile.TemporaryDirectory(prefix="vpipe-reap-bench-") as tmp:
-        with ControlPlane(state_dir=Path(tmp), bin_dir=bin_dir, nodes=shape, log=lambda m: print(m, file=sys.stderr)) as plane:
-            rounds = [run_round(plane, jobs, args.run_for) for jobs in args.jobs]
+    with tempfile.TemporaryDirectory(prefix="vpipe-reap-bench-") as tmp, \
+            ControlPlane(state_dir=Path(tmp), bin_dir=bin_dir, nodes=shape, log=lambda m: print(m, file=sys.stderr)) as plane:
+        rounds = [run_round(plane, jobs, args.run_for) for jobs in args.jobs]
     print(json.dumps({"nodes": args.nodes, "run_for": args.run_for, "rounds": rounds}, indent=2))
     print("\n| jobs per kind | PS linger p50 / p95: reap sweeper | PS linger p50 / p95: Volcano CompleteJob policy "
           "| sweeper API requests | per job |", file=sys.stderr)

@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import Any
 
 import pytest
 from kubernetes import client
 
 from tests.cluster import behaviour
-from tests.integration.test_lifecycle_support import Cluster, finish, kube, start, volcano_job, vpipe  # noqa: F401
+from tests.integration.test_lifecycle_support import (  # noqa: F401
+    Cluster,
+    finish,
+    kube_fixture,
+    start,
+    volcano_job,
+    vpipe,
+)
 from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.integration

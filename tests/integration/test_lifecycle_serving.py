@@ -14,7 +14,13 @@ import pytest
 from kubernetes import client
 
 from tests.cluster import behaviour
-from tests.integration.test_lifecycle_support import Cluster, kube, log_pvc, volcano_job, vpipe  # noqa: F401
+from tests.integration.test_lifecycle_support import (  # noqa: F401
+    Cluster,
+    kube_fixture,
+    log_pvc_fixture,
+    volcano_job,
+    vpipe,
+)
 from tests.integration.waiting import wait_for
 from tests.unit.kube.tfserving_standin import standin, status_body
 
@@ -218,7 +224,11 @@ def test_model_status_through_the_api_server_service_proxy(kube: Cluster) -> Non
     object whose IP is this machine's, where the stand-in listens (kwok's pod IPs are fake,
     so the serve step's own pods cannot be proxied to here)."""
     from volcano_pipelines.k8s.client import connect
-    from volcano_pipelines.steps.serve import _proxy_fetch, smoke_test, wait_model_available
+    from volcano_pipelines.steps.serve import (
+        _proxy_fetch,
+        smoke_test,
+        wait_model_available,
+    )
 
     address = host_address()
     with standin("mnist", [(200, status_body((4, "LOADING"))), (200, status_body((4, "AVAILABLE")))], bind=address) as tfs:

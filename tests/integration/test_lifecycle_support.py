@@ -156,8 +156,8 @@ class Cluster:
             raise
 
 
-@pytest.fixture
-def kube(cluster: Any, namespace: str) -> Cluster:
+@pytest.fixture(name="kube")
+def kube_fixture(cluster: Any, namespace: str) -> Cluster:
     return Cluster(cluster, namespace)
 
 
@@ -180,6 +180,6 @@ def make_log_pvc(cluster: Any, namespace: str, name: str = "logs") -> Iterator[s
         core.delete_persistent_volume(pv)
 
 
-@pytest.fixture
-def log_pvc(cluster: Any, namespace: str) -> Iterator[str]:
+@pytest.fixture(name="log_pvc")
+def log_pvc_fixture(cluster: Any, namespace: str) -> Iterator[str]:
     yield from make_log_pvc(cluster, namespace)

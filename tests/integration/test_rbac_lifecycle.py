@@ -7,15 +7,28 @@ grant nothing that no path used. The helpers are test_rbac.py's."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
 
 from tests.cluster import behaviour
-from tests.integration.test_lifecycle_support import Cluster, make_log_pvc, volcano_job, vpipe
-from tests.integration.test_rbac import MANIFESTS, SERVICE_ACCOUNT, audited, granted, install, token_kubeconfig
+from tests.integration.test_lifecycle_support import (
+    Cluster,
+    make_log_pvc,
+    volcano_job,
+    vpipe,
+)
+from tests.integration.test_rbac import (
+    MANIFESTS,
+    SERVICE_ACCOUNT,
+    audited,
+    granted,
+    install,
+    token_kubeconfig,
+)
 from tests.integration.waiting import wait_for
 from tests.unit.kube.tfserving_standin import standin, status_body
 

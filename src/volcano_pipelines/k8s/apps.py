@@ -22,9 +22,19 @@ from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from volcano_pipelines.k8s.client import Cluster
-from volcano_pipelines.k8s.errors import Forbidden, KubeError, NotFound, from_exception, is_transient
+from volcano_pipelines.k8s.errors import (
+    KubeError,
+    NotFound,
+    from_exception,
+    is_transient,
+)
 from volcano_pipelines.k8s.watch import WATCH_WINDOW_SECONDS, watch_named
-from volcano_pipelines.lifecycle.rollout import TEMPLATE_HASH_ANNOTATION, Rollout, new_pod_problem, rollout_status
+from volcano_pipelines.lifecycle.rollout import (
+    TEMPLATE_HASH_ANNOTATION,
+    Rollout,
+    new_pod_problem,
+    rollout_status,
+)
 
 __all__ = [
     "FIELD_MANAGER",
@@ -303,7 +313,7 @@ class Informer:
                 self._pause(err, delays)
             except KubeError:
                 raise
-            except Exception as err:  # noqa: BLE001 - transport errors resume; others propagate
+            except Exception as err:  # a dropped connection resumes the watch; anything else propagates
                 if not is_transient(err):
                     raise
                 self._pause(err, delays)

@@ -65,18 +65,19 @@ class ModelStatus:
 
 def parse_model_status(body: Any) -> list[VersionStatus]:
     """The versions in a `GET /v1/models/<name>` answer. An answer without
-    `model_version_status` (TF Serving's `{"error": ...}` body) has no versions."""
+    `model_version_status` (TF Serving's `{"error": ...}` body) has no versions. TypeError /
+    ValueError for an answer that is not in this format."""
     if not isinstance(body, Mapping):
-        raise ValueError(f"a JSON object, not {type(body).__name__}")
+        raise TypeError(f"a JSON object, not {type(body).__name__}")
     entries = body.get("model_version_status")
     if entries is None:
         return []
     if not isinstance(entries, list):
-        raise ValueError("model_version_status is not a list")
+        raise TypeError("model_version_status is not a list")
     out: list[VersionStatus] = []
     for entry in entries:
         if not isinstance(entry, Mapping):
-            raise ValueError("a model_version_status entry is not an object")
+            raise TypeError("a model_version_status entry is not an object")
         try:
             version = int(str(entry.get("version")))
         except ValueError:
@@ -94,7 +95,7 @@ def model_readiness(body: Any, want: Sequence[int] | None = None) -> ModelStatus
     error = body.get("error") if isinstance(body, Mapping) else None
     try:
         versions = parse_model_status(body)
-    except ValueError as err:
+    except (TypeError, ValueError) as err:
         return ModelStatus(False, False, (), f"unexpected model status answer: {err}")
     served = tuple(sorted(v.version for v in versions if v.state == AVAILABLE))
     if not versions:

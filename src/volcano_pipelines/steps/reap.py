@@ -25,7 +25,12 @@ from typing import Any
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.lifecycle import reap as rule
 from volcano_pipelines.progress import Progress
-from volcano_pipelines.volcano.validate import check_dns_label, check_label_key, check_label_value, check_positive_seconds
+from volcano_pipelines.volcano.validate import (
+    check_dns_label,
+    check_label_key,
+    check_label_value,
+    check_positive_seconds,
+)
 
 __all__ = ["ON_FAILURE_CHOICES", "ReapResult", "ReapedUnit", "check_selector", "reap"]
 

@@ -30,10 +30,19 @@ from volcano_pipelines.kube.serving import (
     selector,
 )
 from volcano_pipelines.lifecycle.rollout import TEMPLATE_HASH_ANNOTATION
-from volcano_pipelines.lifecycle.tfserving import ModelStatus, check_export_layout, model_readiness, versions_to_prune
+from volcano_pipelines.lifecycle.tfserving import (
+    ModelStatus,
+    check_export_layout,
+    model_readiness,
+    versions_to_prune,
+)
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.steps.tensorboard import check_common, require_pvc
-from volcano_pipelines.volcano.validate import check_bounded, check_http_url, check_relative_path
+from volcano_pipelines.volcano.validate import (
+    check_bounded,
+    check_http_url,
+    check_relative_path,
+)
 
 __all__ = ["TARGETS", "ServeResult", "local_listing", "serve", "smoke_test", "wait_model_available"]
 

@@ -11,7 +11,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.kube.tensorboard import TENSORBOARD_IMAGE, TENSORBOARD_PORT, TensorboardSpec, build_tensorboard, selector
+from volcano_pipelines.kube.tensorboard import (
+    TENSORBOARD_IMAGE,
+    TENSORBOARD_PORT,
+    TensorboardSpec,
+    build_tensorboard,
+    selector,
+)
 from volcano_pipelines.lifecycle.reap import format_time
 from volcano_pipelines.lifecycle.rollout import TEMPLATE_HASH_ANNOTATION
 from volcano_pipelines.progress import Progress

@@ -5,12 +5,19 @@ The integration tests run the same loop against the real control plane."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
-from tests.unit.steps.test_reap_decision import T0, batch_job, deployment, pod, ps_pod, vjob
+from tests.unit.steps.test_reap_decision import (
+    T0,
+    batch_job,
+    deployment,
+    pod,
+    ps_pod,
+    vjob,
+)
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.k8s.errors import Forbidden
 from volcano_pipelines.progress import Progress
@@ -26,9 +33,9 @@ class InMemorySweep(step._Sweep):
     """The loop with its informers replaced by fixed listings."""
 
     def __init__(self, listings: dict[str, list[dict[str, Any]]], *, now: datetime, **options: Any) -> None:
-        defaults: dict[str, Any] = dict(namespace="ns", job=None, selector=None, grace=30.0, on_failure="report",
-                                        completion_task=None, group_label=None, delete_deployment=False,
-                                        delete_namespace=False, once=False, dry_run=False, timeout=30.0)
+        defaults: dict[str, Any] = {"namespace": "ns", "job": None, "selector": None, "grace": 30.0, "on_failure": "report",
+                                    "completion_task": None, "group_label": None, "delete_deployment": False,
+                                    "delete_namespace": False, "once": False, "dry_run": False, "timeout": 30.0}
         defaults.update(options)
         super().__init__(object(), progress=Progress(), wall=lambda: now, **defaults)
         self.listings = listings
@@ -160,6 +167,6 @@ def test_a_refused_watch_is_a_cluster_error(actions: Recorder) -> None:
     sweep = InMemorySweep({}, now=T0, job="j")
     sweep._informers()  # creates the caches
     sweep.events.put(("error", "vpods", Forbidden("permission denied to watch pods", status=403)))
-    sweep._informers = lambda: []  # type: ignore[method-assign]
+    sweep._informers = list  # type: ignore[method-assign]
     with pytest.raises(Forbidden):
         sweep.run()
