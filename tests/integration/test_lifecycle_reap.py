@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import time
+import uuid
 
 import pytest
 from kubernetes import client
@@ -183,3 +184,15 @@ def test_a_named_completion_task_that_the_job_lacks_is_bad_input(kube: Cluster) 
     assert run.returncode == 2, run.stderr
     assert "--completion-task" in run.stderr and "ps, worker" in run.stderr
     assert kube.events("named") == []
+
+
+def test_one_sweep_over_all_namespaces(kube: Cluster) -> None:
+    mark = f"sweep-{uuid.uuid4().hex[:8]}"  # other tests' jobs share the cluster: select only ours
+    kube.create_job(volcano_job("everywhere", kube.namespace, labels={"vpipe-test/mark": mark}))
+    wait_for("workers succeeded", lambda: kube.workers_done("everywhere"), timeout=120, explain=kube.explain)
+    run = vpipe(kube.kubeconfig, "reap", "--selector", f"vpipe-test/mark={mark}", "--all-namespaces", "--once",
+                "--grace", "0", "--timeout", "120")
+    assert run.returncode == 0, run.stderr
+    assert run.result is not None and run.result["scope"] == f"all namespaces, selector vpipe-test/mark={mark}"
+    assert [(r["namespace"], r["name"], r["action"]) for r in run.result["reaped"]] == [(kube.namespace, "everywhere", "completed")]
+    wait_for("job Completed", lambda: kube.phase("everywhere") == "Completed", timeout=60, explain=kube.explain)
