@@ -30,12 +30,18 @@ SERVICE_ACCOUNT = "vpipe-runner"
 Access = tuple[str, str, str, str]  # verb, API group, resource, subresource
 
 
-def manifests(namespace: str) -> list[dict[str, Any]]:
+# The lifecycle steps' Role is proven the same way by tests/integration/test_rbac_lifecycle.py.
+OTHER_STEPS = ("role-lifecycle.yaml",)
+
+
+def manifests(namespace: str, exclude: tuple[str, ...] = OTHER_STEPS) -> list[dict[str, Any]]:
     """The kustomize base as kustomize would render it for `namespace` (cluster-scoped
-    objects get a per-test name so tests do not share them)."""
+    objects get a per-test name so tests do not share them), without `exclude`."""
     kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
     objects = []
     for name in kustomization["resources"]:
+        if name in exclude:
+            continue
         for obj in yaml.safe_load_all((MANIFESTS / name).read_text()):
             if obj["kind"].startswith("Cluster"):
                 obj["metadata"]["name"] = f"{obj['metadata']['name']}-{namespace}"

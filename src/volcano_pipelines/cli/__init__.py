@@ -26,6 +26,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "schedule": ("volcano_pipelines.cli.schedule", "schedule recurring retraining (KFP recurring run)"),
     "pv": ("volcano_pipelines.cli.admin", "admin: PersistentVolume helpers"),
     "namespace": ("volcano_pipelines.cli.admin", "admin: namespace helpers"),
+    "reap": ("volcano_pipelines.cli.lifecycle", "end parameter servers that outlive their job's completion"),
+    "tensorboard": ("volcano_pipelines.cli.lifecycle", "expose TensorBoard over a job's logs and print its URL"),
+    "serve": ("volcano_pipelines.cli.lifecycle", "deploy the exported model with TF Serving and wait until it serves"),
 }
 # Flags whose value may itself start with '-' (`--mpiexec-arg -x`).
 DASH_VALUE_FLAGS = frozenset({"--mpiexec-arg"})

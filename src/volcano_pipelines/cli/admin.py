@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from volcano_pipelines.errors import EXIT_OK, InputError
-from volcano_pipelines.volcano.validate import check_dns_label, check_dns_subdomain
+from volcano_pipelines.kube.validate import check_dns_label, check_dns_subdomain
 
 __all__ = ["namespace_prepare", "pv_reuse", "register", "reuse_claim_ref", "secret_copy"]
 

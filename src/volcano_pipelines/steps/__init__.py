@@ -8,14 +8,20 @@ import importlib
 from typing import Any
 
 __all__ = [
+    "ReapResult",
     "RunReport",
+    "ServeResult",
+    "TensorboardResult",
     "SyncResult",
     "TrainResult",
     "finish_run",
     "render_mpi",
+    "reap",
     "render_tf",
+    "serve",
     "status",
     "sync",
+    "tensorboard",
     "train_mpi",
     "train_tf",
 ]
@@ -33,6 +39,12 @@ _HOMES = {
     "train_tf": "train",
     "train_mpi": "train",
     "status": "train",
+    "reap": "reaping",
+    "ReapResult": "reaping",
+    "tensorboard": "boards",
+    "TensorboardResult": "boards",
+    "serve": "serving",
+    "ServeResult": "serving",
 }
 
 

@@ -1,0 +1,161 @@
+"""`vpipe reap`, `vpipe tensorboard`, `vpipe serve`: flags in (derived from the step
+signatures, cli/flags.py), one step call, the result out. Nothing here decides about values."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from volcano_pipelines.cli import flags
+from volcano_pipelines.cli.progress import configure_logging, make_progress
+from volcano_pipelines.errors import EXIT_FAILED, EXIT_OK, InputError
+from volcano_pipelines.manifest import to_yaml
+from volcano_pipelines.steps import reaping as reap_step
+from volcano_pipelines.steps import serving as serve_step
+from volcano_pipelines.steps import boards as tensorboard_step
+from volcano_pipelines.steps.params import params
+
+CHOICES = {
+    "on_failure": reap_step.ON_FAILURE_CHOICES,
+    "service_type": tensorboard_step.SERVICE_TYPES,
+    "version_policy": ("latest", "all", "specific"),
+    "target": serve_step.TARGETS,
+}
+# Resource parameters are per task for training (--worker-cpu); these steps run one kind of
+# pod, so they are plain flags here.
+PLAIN = ("cpu", "memory", "gpus")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    reap = subparsers.add_parser(
+        "reap", help="finish training jobs whose parameter servers outlive the workers",
+        description="Finish training jobs whose parameter servers keep running after the completion task succeeded: "
+                    "one Volcano Job (JOB), or a sweep of everything matching --selector.",
+        usage="vpipe reap JOB [-n NAMESPACE] [flags]  |  vpipe reap --selector SELECTOR [--all-namespaces] [--once] [flags]")
+    reap.add_argument("job", nargs="?", metavar="JOB", help=_help(reap_step.reap, "job"))
+    _add(reap, reap_step.reap, skip={"job"})
+    reap.set_defaults(handler=_reap, parser=reap)
+
+    board = subparsers.add_parser(
+        "tensorboard", help="TensorBoard over the training logs; prints the URL",
+        usage="vpipe tensorboard --name NAME --log-pvc PVC [--logdir PATH] [--job JOB | --ttl S] [flags]")
+    _add(board, tensorboard_step.tensorboard)
+    board.set_defaults(handler=_tensorboard, parser=board)
+
+    serve = subparsers.add_parser(
+        "serve", help="serve the exported model with TF Serving (or render a KServe InferenceService)",
+        usage="vpipe serve --name NAME --pvc PVC [--model-name M] [--model-dir-local DIR] [--smoke-payload JSON] [flags]")
+    _add(serve, serve_step.serve)
+    serve.set_defaults(handler=_serve, parser=serve)
+
+
+def _help(step: Callable[..., Any], name: str) -> str:
+    return next(p.help for p in params(step) if p.name == name)
+
+
+def _add(parser: argparse.ArgumentParser, step: Callable[..., Any], skip: set[str] | None = None) -> None:
+    known = {p.name: p for p in params(step)}
+    flags.add_step_flags(parser, step, (), CHOICES, skip=(skip or set()) | set(PLAIN))
+    group = parser.add_argument_group("resources")
+    for name in PLAIN:
+        if name in known:
+            param = known[name]
+            kind = int if param.annotation.startswith("int") else str
+            group.add_argument(f"--{name}", dest=f"plain_{name}", type=kind, default=param.default,
+                               help=f"{param.help} (default {param.default})")
+    output = parser.add_argument_group("output")
+    output.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    output.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def _kwargs(args: argparse.Namespace, step: Callable[..., Any], skip: Sequence[str] = ()) -> dict[str, Any]:
+    kwargs = {k: v for k, v in flags.step_kwargs(args, step, (), ()).items() if k not in skip and k not in PLAIN}
+    for name in PLAIN:
+        if hasattr(args, f"plain_{name}"):
+            kwargs[name] = getattr(args, f"plain_{name}")
+    return kwargs
+
+
+def _call(args: argparse.Namespace, step: Callable[..., Any], kwargs: dict[str, Any], positional: dict[str, str]) -> Any:
+    """Run the step; an error names the flag the user typed."""
+    configure_logging(quiet=args.quiet)
+    progress = make_progress(sys.stderr, quiet=args.quiet)
+    try:
+        return step(**kwargs, progress=progress)
+    except InputError as err:
+        if err.field in positional:
+            raise InputError(positional[err.field], err.value, err.allowed) from None
+        flag = flags.flag_for(step, err.field, ())
+        if err.field in PLAIN:
+            flag = f"--{err.field}"
+        if flag is None:
+            raise
+        raise InputError(flag, err.value, err.allowed) from None
+    finally:
+        progress.close()
+
+
+def _reap(args: argparse.Namespace) -> int:
+    kwargs = _kwargs(args, reap_step.reap, skip=("job",))
+    result: reap_step.ReapResult = _call(args, reap_step.reap, {"job": args.job, **kwargs}, {"job": "JOB"})
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+    else:
+        for unit in result.reaped:
+            linger = f", parameter servers gone {unit.linger_seconds:.1f}s after the completion task" if unit.linger_seconds is not None else ""
+            print(f"{unit.kind} {unit.namespace}/{unit.name}: {unit.action} ({unit.reason}){linger}")
+        for unit in result.failed:
+            print(f"{unit.kind} {unit.namespace}/{unit.name}: {unit.action}: {unit.reason}", file=sys.stderr)
+        for unit in result.waiting:
+            print(f"{unit.kind} {unit.namespace}/{unit.name}: {unit.action}: {unit.reason}")
+        print(result.message, file=sys.stdout if result.succeeded else sys.stderr)
+    return EXIT_OK if result.succeeded else EXIT_FAILED
+
+
+def _tensorboard(args: argparse.Namespace) -> int:
+    result: tensorboard_step.TensorboardResult = _call(args, tensorboard_step.tensorboard,
+                                                       _kwargs(args, tensorboard_step.tensorboard), {})
+    if result.manifests is not None and not args.json:
+        sys.stdout.write(to_yaml(result.manifests))
+        print(f"dry run: tensorboard {result.namespace}/{result.name} was not created", file=sys.stderr)
+        return EXIT_OK
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+    else:
+        state = "ready" if result.ready else "NOT ready"
+        print(f"tensorboard {result.namespace}/{result.name} {state}: {result.url}")
+        for kind, url in sorted(result.urls.items()):
+            if url != result.url:
+                print(f"  {kind}: {url}")
+        if result.message:
+            print(result.message, file=sys.stderr if not result.succeeded else sys.stdout)
+    return EXIT_OK if result.succeeded else EXIT_FAILED
+
+
+def _serve(args: argparse.Namespace) -> int:
+    kwargs = _kwargs(args, serve_step.serve)
+    if kwargs.get("versions"):
+        kwargs["versions"] = [_version(v) for v in kwargs["versions"]]
+    result: serve_step.ServeResult = _call(args, serve_step.serve, kwargs, {})
+    if result.manifests is not None and not args.json:
+        sys.stdout.write(to_yaml(result.manifests))
+        print(result.message, file=sys.stderr)
+        return EXIT_OK
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(result.message, file=sys.stdout if result.succeeded else sys.stderr)
+        if result.succeeded:
+            print(f"  REST: {result.rest_endpoint}\n  gRPC: {result.grpc_endpoint}")
+        for line in result.warnings:
+            print(f"warning: {line}", file=sys.stderr)
+    return EXIT_OK if result.succeeded else EXIT_FAILED
+
+
+def _version(raw: str) -> int:
+    if not raw.isascii() or not raw.isdigit():
+        raise InputError("--versions", raw, "an integer version number")
+    return int(raw)

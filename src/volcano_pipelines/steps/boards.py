@@ -1,0 +1,270 @@
+"""The tensorboard step: TensorBoard over the training logs on the log PVC, and the URL to
+open. Re-running it updates the same objects in place (server-side apply); its lifetime is
+the training job's (ownerReference) or a TTL the reap sweeper enforces."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from volcano_pipelines.errors import InputError
+from volcano_pipelines.kube.tensorboard import (
+    TENSORBOARD_IMAGE,
+    TENSORBOARD_PORT,
+    TensorboardSpec,
+    build_tensorboard,
+    selector,
+)
+from volcano_pipelines.lifecycle.reap import format_time
+from volcano_pipelines.lifecycle.rollout import TEMPLATE_HASH_ANNOTATION
+from volcano_pipelines.progress import Progress
+from volcano_pipelines.kube.validate import (
+    check_dns_label,
+    check_dns_subdomain,
+    check_image,
+    check_label_value,
+    check_labels,
+    check_positive_seconds,
+    check_quantity,
+    check_relative_path,
+)
+
+__all__ = ["SERVICE_TYPES", "TensorboardResult", "check_common", "tensorboard"]
+
+SERVICE_TYPES = ("NodePort", "ClusterIP")
+NOT_WAITED = "applied; not waited for"
+_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:]+\]")
+_PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
+
+
+@dataclass
+class TensorboardResult:
+    name: str
+    namespace: str
+    url: str | None  # what a user opens: the Ingress URL, else node address + node port, else the in-cluster URL
+    ready: bool
+    created: bool = False  # False: an existing TensorBoard was updated in place
+    service_type: str = "NodePort"
+    node_port: int | None = None
+    node_port_allocated: bool = False  # True: the API server chose the node port
+    urls: dict[str, str] = field(default_factory=dict)  # node_port, ingress, cluster, api_proxy
+    owner_job: str | None = None
+    expires_at: str | None = None
+    message: str | None = None
+    manifests: list[dict[str, Any]] | None = None  # dry run: what would be applied
+
+    @property
+    def succeeded(self) -> bool:
+        return self.ready or self.manifests is not None or self.message == NOT_WAITED
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.manifests is None:
+            del out["manifests"]
+        return out
+
+
+def check_common(*, name: str, namespace: str | None, pvc_field: str, pvc: str, image: str | None, cpu: str | None,
+                 memory: str | None, labels: Mapping[str, str] | None, run_id: str | None,
+                 image_pull_secrets: Sequence[str] | None, timeout: float | None) -> None:
+    """Checks the tensorboard and serve steps share."""
+    # A Service name must be a DNS-1035 label (start with a letter).
+    check_dns_label("name", name, must_start_with_letter=True)
+    if namespace is not None:
+        check_dns_label("namespace", namespace)
+    check_dns_subdomain(pvc_field, pvc)
+    check_image("image", image)
+    check_quantity("cpu", cpu)
+    check_quantity("memory", memory)
+    check_labels("labels", labels or {})
+    if run_id is not None:
+        check_label_value("run_id", run_id)
+    for secret in image_pull_secrets or ():
+        check_dns_subdomain("image_pull_secrets", secret)
+    if timeout is not None:
+        check_positive_seconds("timeout", timeout)
+
+
+def tensorboard(
+    name: str,
+    *,
+    log_pvc: str,
+    logdir: str = "",
+    namespace: str | None = None,
+    job: str | None = None,
+    ttl: float | None = None,
+    service_type: str = "NodePort",
+    node_port: int | None = None,
+    node_address: str | None = None,
+    ingress_path: str | None = None,
+    ingress_host: str | None = None,
+    ingress_class: str | None = None,
+    image: str = TENSORBOARD_IMAGE,
+    cpu: str = "100m",
+    memory: str = "512Mi",
+    image_pull_secrets: Sequence[str] | None = None,
+    run_id: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    timeout: float = 300,
+    wait: bool = True,
+    dry_run: bool = False,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    progress: Progress | None = None,
+) -> TensorboardResult:
+    """Start (or update) TensorBoard over the training logs and report the URL to open: a
+    Deployment mounting the log PVC read-only at the log sub-path, a Service, an optional
+    Ingress. Waits until TensorBoard is ready.
+
+    Args:
+        name: name of the Deployment, Service and Ingress (DNS label, starting with a letter)
+        log_pvc: PVC holding the training logs (mounted read-only)
+        logdir: sub-path of the log PVC that TensorBoard reads (default: the PVC's root)
+        namespace: namespace (default: the context's namespace, else default)
+        job: Volcano Job whose lifetime TensorBoard shares (deleted with it)
+        ttl: seconds TensorBoard lives; the reap sweeper deletes it afterwards
+        service_type: NodePort or ClusterIP
+        node_port: NodePort to use (default: the API server allocates one)
+        node_address: node address for the URL (default: the address of the node running TensorBoard)
+        ingress_path: also expose it through an Ingress under this path prefix (TensorBoard's --path_prefix)
+        ingress_host: host name of the Ingress rule
+        ingress_class: IngressClass of the Ingress
+        image: TensorBoard image (runs the tensorboard command)
+        cpu: CPU request
+        memory: memory request and limit
+        image_pull_secrets: pull secrets of the pod
+        run_id: run identity label
+        labels: labels on every object
+        timeout: seconds to wait for TensorBoard to be ready
+        wait: wait until TensorBoard is ready (false: apply and return)
+        dry_run: print the objects; create nothing
+        kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
+        context: kubeconfig context
+    """
+    progress = progress or Progress()
+    check_common(name=name, namespace=namespace, pvc_field="log_pvc", pvc=log_pvc, image=image, cpu=cpu, memory=memory,
+                 labels=labels, run_id=run_id, image_pull_secrets=image_pull_secrets, timeout=timeout)
+    if logdir.strip("/"):
+        check_relative_path("logdir", logdir.strip("/"))
+    if job is not None:
+        check_dns_label("job", job)
+    if ttl is not None:
+        check_positive_seconds("ttl", ttl)
+    if service_type not in SERVICE_TYPES:
+        raise InputError("service_type", service_type, f"one of {', '.join(SERVICE_TYPES)}")
+    if node_port is not None:
+        if service_type != "NodePort":
+            raise InputError("node_port", node_port, "only with service_type NodePort")
+        if isinstance(node_port, bool) or not isinstance(node_port, int) or not 1 <= node_port <= 65535:
+            raise InputError("node_port", node_port, "a port number (the cluster's NodePort range, 30000-32767 by default)")
+    if node_address is not None and not _HOST.fullmatch(node_address):
+        raise InputError("node_address", node_address, "a host name or IP address")
+    if ingress_path is not None and (not _PATH.fullmatch(ingress_path) or ingress_path.rstrip("/") == "" or "//" in ingress_path):
+        raise InputError("ingress_path", ingress_path, "a URL path other than '/', e.g. /tensorboard/mnist")
+    for flag, value in (("ingress_host", ingress_host), ("ingress_class", ingress_class)):
+        if value is not None:
+            check_dns_subdomain(flag, value)
+        if value is not None and ingress_path is None:
+            raise InputError(flag, value, "only with ingress_path")
+    spec = TensorboardSpec(
+        name=name, namespace=namespace or "default", log_pvc=log_pvc, logdir=logdir, image=image,
+        service_type=service_type, node_port=node_port, ingress_path=ingress_path, ingress_host=ingress_host,
+        ingress_class=ingress_class, cpu=cpu, memory=memory, run_id=run_id, labels=dict(labels or {}),
+        image_pull_secrets=tuple(image_pull_secrets or ()),
+        expires_at=format_time(datetime.now(timezone.utc) + timedelta(seconds=ttl)) if ttl else None,
+    )
+    if dry_run:
+        return TensorboardResult(name=name, namespace=spec.namespace, url=None, ready=False, service_type=service_type,
+                                 owner_job=job, expires_at=spec.expires_at, manifests=build_tensorboard(spec),
+                                 message="dry run: nothing was created")
+
+    from volcano_pipelines.k8s import apps
+    from volcano_pipelines.k8s.client import connect
+
+    cluster = connect(kubeconfig, context)
+    spec = replace(spec, namespace=namespace or cluster.namespace)
+    require_pvc(cluster, spec.namespace, "log_pvc", log_pvc)
+    if job is not None:
+        spec = replace(spec, owner=apps.owner_of(_volcano_job(cluster, spec.namespace, job)))
+    apps.check_all(cluster, build_tensorboard(spec))
+    existing = apps.get(cluster, "apps/v1", "Deployment", spec.namespace, name)
+    existed = existing is not None
+    if existing is None:
+        # The Service first: what only its allocation can refuse (a node port out of the
+        # cluster's range or taken; a server-side dry run allocates nothing) comes before
+        # anything else exists. Re-applied with its owner once the Deployment has a uid.
+        apps.apply(cluster, build_tensorboard(spec)[1])
+    deployment = apps.apply(cluster, build_tensorboard(spec)[0])
+    applied = [apps.apply(cluster, obj) for obj in build_tensorboard(spec, apps.owner_of(deployment))[1:]]
+    service = applied[0]
+    ingress = applied[1] if len(applied) > 1 else None
+    progress.note(f"tensorboard {spec.namespace}/{name}: {'updated' if existed else 'created'}")
+    ready = False
+    message = None
+    if wait:
+        rollout = apps.wait_for_rollout(
+            cluster, spec.namespace, name, selector=selector(name),
+            template_hash=deployment["spec"]["template"]["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION],
+            timeout=timeout, on_change=lambda line: progress.note(line))
+        ready = rollout.done
+        message = None if ready else rollout.message
+    ports = (service.get("spec") or {}).get("ports") or []
+    allocated = ports[0].get("nodePort") if ports and service_type == "NodePort" else None
+    prefix = (ingress_path or "").rstrip("/")
+    urls = {
+        "cluster": f"http://{name}.{spec.namespace}.svc:{TENSORBOARD_PORT}{prefix}/",
+        "api_proxy": f"{cluster.host}/api/v1/namespaces/{spec.namespace}/services/http:{name}:{TENSORBOARD_PORT}/proxy{prefix}/",
+    }
+    if allocated:
+        address = node_address or _node_address(cluster, spec.namespace, name)
+        if address:
+            urls["node_port"] = f"http://{address}:{allocated}{prefix}/"
+    if ingress is not None:
+        address = ingress_host or _ingress_address(ingress)
+        if address:
+            urls["ingress"] = f"http://{address}{prefix}/"
+    url = urls.get("ingress") or urls.get("node_port") or urls["cluster"]
+    return TensorboardResult(
+        name=name, namespace=spec.namespace, url=url, ready=ready, created=not existed, service_type=service_type,
+        node_port=allocated, node_port_allocated=bool(allocated) and node_port is None, urls=urls, owner_job=job,
+        expires_at=spec.expires_at, message=message or (None if wait else NOT_WAITED),
+    )
+
+
+def require_pvc(cluster: Any, namespace: str, field_name: str, name: str) -> None:
+    """A PVC that does not exist would leave the pod Pending forever: refuse it up front."""
+    from volcano_pipelines.k8s import apps
+
+    if apps.get(cluster, "v1", "PersistentVolumeClaim", namespace, name) is None:
+        raise InputError(field_name, name, f"an existing PersistentVolumeClaim in namespace {namespace}")
+
+
+def _volcano_job(cluster: Any, namespace: str, name: str) -> dict[str, Any]:
+    from volcano_pipelines.k8s import volcano as k8s_volcano
+
+    job = k8s_volcano.get_job(cluster, namespace, name)
+    if job is None:
+        raise InputError("job", name, f"an existing Volcano Job in namespace {namespace}")
+    return job
+
+
+def _node_address(cluster: Any, namespace: str, name: str) -> str | None:
+    """The node running a TensorBoard pod (a NodePort answers on every node; this one is
+    known without reading Nodes, which are cluster-scoped)."""
+    from volcano_pipelines.k8s import apps
+
+    pods, _ = apps.list_objects(cluster, apps.collection_path("v1", "pods", namespace),
+                                label_selector=apps.label_selector_text(selector(name)))
+    running = [p for p in pods if (p.get("status") or {}).get("hostIP") and not (p.get("metadata") or {}).get("deletionTimestamp")]
+    running.sort(key=lambda p: (p.get("status") or {}).get("phase") != "Running")
+    return (running[0].get("status") or {}).get("hostIP") if running else None
+
+
+def _ingress_address(ingress: Mapping[str, Any]) -> str | None:
+    for entry in ((ingress.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []:
+        if entry.get("hostname") or entry.get("ip"):
+            return str(entry.get("hostname") or entry.get("ip"))
+    return None

@@ -1,0 +1,172 @@
+"""The reap step's loop on an in-memory cluster: the watches' events go into the loop's queue
+as the informers would put them, actions are recorded (and answered as Volcano / the
+ReplicaSet controller would: the parameter server pods go), the wall clock is injected.
+The integration tests run the same loop against the real control plane."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.unit.steps.test_reap_decision import (
+    T0,
+    batch_job,
+    deployment,
+    pod,
+    ps_pod,
+    vjob,
+)
+from volcano_pipelines.errors import InputError
+from volcano_pipelines.k8s.errors import Forbidden
+from volcano_pipelines.progress import Progress
+from volcano_pipelines.steps import reaping as step
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+
+class InMemorySweep(step._Sweep):
+    """The loop with its informers replaced by fixed listings."""
+
+    def __init__(self, listings: dict[str, list[dict[str, Any]]], *, now: datetime, **options: Any) -> None:
+        defaults: dict[str, Any] = {"namespace": "ns", "job": None, "selector": None, "grace": 30.0, "on_failure": "report",
+                                    "completion_task": None, "group_label": None, "delete_deployment": False,
+                                    "delete_namespace": False, "once": False, "dry_run": False, "timeout": 30.0}
+        defaults.update(options)
+        super().__init__(object(), progress=Progress(), wall=lambda: now, **defaults)
+        self.listings = listings
+
+    def _informers(self) -> list[Any]:
+        sweep = self
+
+        class Listed:
+            def __init__(self, key: str) -> None:
+                self.key = key
+                sweep.caches[key] = {}
+
+            def start(self) -> Listed:
+                sweep.events.put(("sync", self.key, sweep.listings.get(self.key, [])))
+                return self
+
+            def stop(self) -> None:
+                pass
+
+        keys = ["vjobs", "vpods"] if self.job else ["vjobs", "vpods", "bjobs", "deploys", "cpods"]
+        return [Listed(k) for k in keys]
+
+
+@pytest.fixture
+def actions(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    """Record what the step asks of the cluster; a CompleteJob / scale / delete makes the
+    parameter server pods go, as the controllers would."""
+    from volcano_pipelines.k8s import apps
+    from volcano_pipelines.k8s import volcano as k8s_volcano
+
+    recorder = Recorder()
+    live: dict[str, InMemorySweep] = {}
+
+    def ps_gone(sweep: InMemorySweep) -> None:
+        for key in ("vpods", "cpods"):
+            for obj in list(sweep.caches.get(key, {}).values()):
+                if "ps" in obj["metadata"]["name"]:
+                    sweep.events.put(("DELETED", key, obj))
+
+    def send_command(_cluster: Any, job: dict, action: str, reason: str) -> None:
+        recorder.calls.append(("command", job["metadata"]["name"], action, reason))
+        ps_gone(live["sweep"])
+
+    def abort_job(_cluster: Any, job: dict, reason: str) -> str:
+        recorder.calls.append(("abort", job["metadata"]["name"], reason))
+        return "aborted"
+
+    monkeypatch.setattr(k8s_volcano, "send_command", send_command)
+    monkeypatch.setattr(k8s_volcano, "abort_job", abort_job)
+    monkeypatch.setattr(apps, "record_event", lambda _c, obj, reason, message, **kw: recorder.calls.append(
+        ("event", obj["kind"], obj["metadata"]["name"], reason)))
+
+    def scale(_c: Any, ns: str, name: str, replicas: int) -> None:
+        recorder.calls.append(("scale", name, str(replicas)))
+        ps_gone(live["sweep"])
+
+    monkeypatch.setattr(apps, "scale_deployment", scale)
+    monkeypatch.setattr(apps, "delete", lambda _c, api, kind, ns, name: recorder.calls.append(("delete", kind, name)) or True)
+    recorder.live = live  # type: ignore[attr-defined]
+    return recorder
+
+
+def run(actions: Recorder, listings: dict[str, list], at: float, **options: Any) -> step.ReapResult:
+    sweep = InMemorySweep(listings, now=T0 + timedelta(seconds=at), **options)
+    actions.live["sweep"] = sweep  # type: ignore[attr-defined]
+    return sweep.run()
+
+
+def trained_job() -> dict[str, list]:
+    return {"vjobs": [vjob()], "vpods": [pod("j-worker-0", "worker", "Succeeded", finished=10),
+                                         pod("j-worker-1", "worker", "Succeeded", finished=20), pod("j-ps-0", "ps", "Running")]}
+
+
+def test_one_job_is_completed_and_the_linger_measured(actions: Recorder) -> None:
+    result = run(actions, trained_job(), at=60, job="j")
+    assert result.succeeded and result.message == "job ns/j: parameter servers ended"
+    assert actions.calls == [("command", "j", "CompleteJob", step.COMMAND_REASON),
+                             ("event", "Job", "j", step.EVENT_REAPED)]
+    [reaped] = result.reaped
+    assert (reaped.action, reaped.ps_pods, reaped.completed_at) == ("completed", ["j-ps-0"], "2026-01-01T12:00:20Z")
+    assert reaped.linger_seconds == 40.0 and result.ps_linger_seconds == 40.0
+
+
+def test_dry_run_acts_on_nothing(actions: Recorder) -> None:
+    result = run(actions, trained_job(), at=60, job="j", dry_run=True)
+    assert result.succeeded and [r.action for r in result.reaped] == ["would complete"] and actions.calls == []
+    waiting = run(actions, trained_job(), at=25, job="j", dry_run=True)  # still in its grace period
+    assert waiting.reaped == [] and waiting.waiting[0].action == "grace" and actions.calls == []
+
+
+def test_a_failed_worker_is_reported_or_aborted(actions: Recorder) -> None:
+    listings = {"vjobs": [vjob()], "vpods": [pod("j-worker-0", "worker", "Failed", finished=3), pod("j-ps-0", "ps", "Running")]}
+    reported = run(actions, listings, at=60, job="j")
+    assert not reported.succeeded and reported.failed[0].action == "reported" and actions.calls == []
+    aborted = run(actions, listings, at=60, job="j", on_failure="abort")
+    assert not aborted.succeeded and aborted.failed[0].action == "aborted"
+    assert actions.calls == [("abort", "j", "WorkersFailed"), ("event", "Job", "j", step.EVENT_ABORTED)]
+
+
+def test_finished_missing_and_unsuitable_jobs(actions: Recorder) -> None:
+    done = run(actions, {"vjobs": [vjob("Completed")], "vpods": []}, at=60, job="j")
+    assert done.succeeded and "nothing to reap: the job is Completed" in (done.message or "")
+    missing = run(actions, {"vjobs": [], "vpods": []}, at=60, job="j")
+    assert not missing.succeeded and missing.message == "job ns/j not found"
+    with pytest.raises(InputError) as err:
+        run(actions, trained_job(), at=60, job="j", completion_task="chief")
+    assert err.value.field == "completion_task" and "ps, worker" in err.value.allowed
+    assert actions.calls == []
+
+
+def test_one_sweep_scales_classic_groups_and_leaves_the_rest(actions: Recorder) -> None:
+    listings = {
+        "bjobs": [batch_job("a-w0", "Complete", completed=10), batch_job("b-w0", None, group="b")],
+        "deploys": [deployment("a-ps"), deployment("b-ps", group="b")],
+        "cpods": [ps_pod("a-ps")],
+        **trained_job(),
+    }
+    result = run(actions, listings, at=100, selector="group", group_label="group", once=True)
+    assert result.succeeded
+    assert sorted((r.kind, r.name, r.action) for r in result.reaped) == [("classic", "group=a", "scaled"),
+                                                                         ("volcano", "j", "completed")]
+    assert [(w.name, w.action) for w in result.waiting] == [("group=b", "wait")]
+    assert ("scale", "a-ps", "0") in actions.calls and not any(c[:2] == ("scale", "b-ps") for c in actions.calls)
+    classic = next(r for r in result.reaped if r.kind == "classic")
+    assert classic.linger_seconds == 90.0 and classic.ps_pods == ["a-ps-abc"]
+
+
+def test_a_refused_watch_is_a_cluster_error(actions: Recorder) -> None:
+    sweep = InMemorySweep({}, now=T0, job="j")
+    sweep._informers()  # creates the caches
+    sweep.events.put(("error", "vpods", Forbidden("permission denied to watch pods", status=403)))
+    sweep._informers = list  # type: ignore[method-assign]
+    with pytest.raises(Forbidden):
+        sweep.run()
