@@ -10,6 +10,7 @@ __all__ = [
     "STEP_LABEL",
     "VOLCANO_JOB_NAME_LABEL",
     "VOLCANO_TASK_LABEL",
+    "EXPIRES_ANNOTATION",
     "identity_labels",
     "run_selector",
 ]
@@ -18,6 +19,8 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "volcano-pipelines"
 RUN_LABEL = "volcano-pipelines/run"
 STEP_LABEL = "volcano-pipelines/step"
+# When an object made for a job (a TensorBoard) may be deleted; the reap sweeper enforces it.
+EXPIRES_ANNOTATION = "volcano-pipelines/expires-at"
 # Volcano's own labels on the pods it creates: the job and the task (spec) a pod belongs to.
 VOLCANO_JOB_NAME_LABEL = "volcano.sh/job-name"
 VOLCANO_TASK_LABEL = "volcano.sh/task-spec"

@@ -95,7 +95,7 @@ def command_parser(words: Sequence[str]) -> argparse.ArgumentParser:
     """The `vpipe` parser of a (sub)command, e.g. ("train", "tf")."""
     from volcano_pipelines.cli import build_parser
 
-    parser = build_parser()
+    parser = build_parser(words[0] if words else None)
     for word in words:
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         parser = sub.choices[word]

@@ -143,8 +143,8 @@ class StepSpec:
 
 def _steps() -> dict[str, StepSpec]:
     # From their modules: `from volcano_pipelines.steps import sync` yields the submodule
-    # once anything has imported volcano_pipelines.steps.sync (the package attribute wins).
-    from volcano_pipelines.steps.sync import sync
+    # once anything has imported volcano_pipelines.steps.staging (the package attribute wins).
+    from volcano_pipelines.steps.staging import sync
     from volcano_pipelines.steps.train import train_mpi, train_tf
 
     return {

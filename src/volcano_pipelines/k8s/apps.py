@@ -29,7 +29,7 @@ from volcano_pipelines.k8s.errors import (
     is_transient,
 )
 from volcano_pipelines.k8s.watch import WATCH_WINDOW_SECONDS, watch_named
-from volcano_pipelines.lifecycle.rollout import (
+from volcano_pipelines.kube.rollout import (
     TEMPLATE_HASH_ANNOTATION,
     Rollout,
     new_pod_problem,

@@ -5,8 +5,12 @@ kfp.components.load_component_from_file) and pipeline IR YAML (what the KFP UI u
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 __all__ = ["COMPONENT_FILES", "HEADER", "PIPELINE_FILES", "artifacts", "compile_text"]
 
@@ -20,11 +24,30 @@ COMPONENT_FILES = {
 PIPELINE_FILES = {"tf": "pipelines/train-and-serve.yaml", "mpi": "pipelines/train-and-serve-mpi.yaml"}
 
 
+@contextmanager
+def _plain_yaml_strings() -> Iterator[None]:
+    """KFP dumps with PyYAML's global representers, and Hera (the Argo front end) replaces the
+    one for strings when it is imported: compile with PyYAML's own, so the output does not
+    depend on what else this process imported."""
+    classes = [yaml.SafeDumper, yaml.Dumper, yaml.representer.SafeRepresenter, yaml.representer.Representer]
+    saved = {cls: cls.__dict__["yaml_representers"].get(str) for cls in classes if "yaml_representers" in cls.__dict__}
+    for cls in saved:
+        cls.yaml_representers[str] = yaml.representer.SafeRepresenter.represent_str
+    try:
+        yield
+    finally:
+        for cls, representer in saved.items():
+            if representer is None:
+                cls.yaml_representers.pop(str, None)
+            else:
+                cls.yaml_representers[str] = representer
+
+
 def compile_text(obj: Any) -> str:
     """KFP's compiler writes only to files: compile into a temporary one and read it back."""
     from kfp import compiler
 
-    with tempfile.TemporaryDirectory(prefix="vpipe-compile-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="vpipe-compile-") as tmp, _plain_yaml_strings():
         path = Path(tmp) / "out.yaml"
         compiler.Compiler().compile(obj, str(path))
         return HEADER + path.read_text(encoding="utf-8")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from volcano_pipelines.kube import objects, pods
-from volcano_pipelines.lifecycle.rollout import stamp_template
+from volcano_pipelines.kube.rollout import stamp_template
 
 __all__ = [
     "GRPC_PORT",

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from volcano_pipelines.kube import objects, pods
-from volcano_pipelines.lifecycle.reap import EXPIRES_ANNOTATION
-from volcano_pipelines.lifecycle.rollout import stamp_template
+from volcano_pipelines.labels import EXPIRES_ANNOTATION
+from volcano_pipelines.kube.rollout import stamp_template
 
 __all__ = ["TENSORBOARD_IMAGE", "TENSORBOARD_PORT", "TensorboardSpec", "build_tensorboard", "selector"]
 

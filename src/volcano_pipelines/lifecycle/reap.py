@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from volcano_pipelines.labels import STEP_LABEL
+from volcano_pipelines.labels import EXPIRES_ANNOTATION, STEP_LABEL
 from volcano_pipelines.volcano.status import FINAL_PHASES, pod_task
 
 __all__ = [
@@ -67,7 +67,6 @@ VOLCANO_JOB_LABEL = "volcano.sh/job-name"
 FINISHING_PHASES = frozenset({"Completing", "Aborting", "Terminating"})
 # A Deployment with this annotation (RFC 3339 UTC time) is removed by the sweeper once the
 # time has passed: the TensorBoard step's `ttl`.
-EXPIRES_ANNOTATION = "volcano-pipelines/expires-at"
 # Deployments our own lifecycle steps created are never parameter servers.
 NOT_PARAMETER_SERVERS = frozenset({"tensorboard", "serve"})
 _LIVE_POD_PHASES = frozenset({"Pending", "Running", "Unknown"})

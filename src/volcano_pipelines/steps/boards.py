@@ -19,7 +19,7 @@ from volcano_pipelines.kube.tensorboard import (
     selector,
 )
 from volcano_pipelines.lifecycle.reap import format_time
-from volcano_pipelines.lifecycle.rollout import TEMPLATE_HASH_ANNOTATION
+from volcano_pipelines.kube.rollout import TEMPLATE_HASH_ANNOTATION
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.kube.validate import (
     check_dns_label,

@@ -29,7 +29,7 @@ from volcano_pipelines.kube.serving import (
     build_serving,
     selector,
 )
-from volcano_pipelines.lifecycle.rollout import TEMPLATE_HASH_ANNOTATION
+from volcano_pipelines.kube.rollout import TEMPLATE_HASH_ANNOTATION
 from volcano_pipelines.lifecycle.tfserving import (
     ModelStatus,
     check_export_layout,

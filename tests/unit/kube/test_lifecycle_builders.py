@@ -12,7 +12,7 @@ from volcano_pipelines.kube.serving import (
 )
 from volcano_pipelines.kube.tensorboard import TensorboardSpec, build_tensorboard
 from volcano_pipelines.lifecycle.reap import EXPIRES_ANNOTATION
-from volcano_pipelines.lifecycle.rollout import TEMPLATE_HASH_ANNOTATION
+from volcano_pipelines.kube.rollout import TEMPLATE_HASH_ANNOTATION
 
 
 def pod_spec(deployment: dict) -> dict:

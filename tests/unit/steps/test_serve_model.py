@@ -12,7 +12,7 @@ import pytest
 
 from tests.unit.kube.tfserving_standin import standin, status_body
 from volcano_pipelines.cli import main
-from volcano_pipelines.lifecycle.rollout import (
+from volcano_pipelines.kube.rollout import (
     new_pod_problem,
     rollout_status,
     stamp_template,
