@@ -3,6 +3,7 @@ a source file rewritten while it is being copied, a destination that fills up.""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -57,42 +58,84 @@ def test_kill_9_mid_large_file_then_rerun(hdfs, gluster) -> None:  # type: ignor
     assert temp_files(dst) == []
 
 
-class _Trigger(Progress):
-    """Calls `action` once, from the transfer thread, when `after` files are done."""
+class _WarningSeen(logging.Handler):
+    """Sets `seen` when the sync logs its first warning (a failed attempt it will retry)."""
 
-    def __init__(self, after: int, action) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen = threading.Event()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+        self.seen.set()
+
+
+class _RestartMidSync(Progress):
+    """Restarts the NameNode from inside the sync, and records how far the sync was at
+    each step (bytes done, from the sync's own progress):
+
+    - when `after` files are done, the transfer thread that finished the last of them
+      stops the NameNode (and waits for the stop);
+    - another thread waits until the sync has seen the outage (its first warning: a
+      failed attempt it will retry), then starts the NameNode again."""
+
+    def __init__(self, hdfs, after: int, warnings: _WarningSeen) -> None:  # type: ignore[no-untyped-def]
         super().__init__()
+        self.hdfs = hdfs
         self.after = after
-        self.action = action
+        self.warnings = warnings
         self.fired = threading.Event()
+        self.restarted = threading.Event()
+        self.bytes_at: dict[str, int] = {}
+        self.error: BaseException | None = None
+
+    def _mark(self, step: str) -> None:
+        with self.lock:
+            self.bytes_at[step] = self.bytes_done
 
     def file_done(self, path: str, result: str) -> None:
         super().file_done(path, result)
         if self.files_done >= self.after and not self.fired.is_set():
             self.fired.set()
-            self.action()
+            self._mark("stop")
+            self.hdfs.stop_namenode()
+            threading.Thread(target=self._restart, daemon=True).start()
+
+    def _restart(self) -> None:
+        try:
+            # A bound, not a timing assumption: the sync normally notices within seconds.
+            self.warnings.seen.wait(120)
+            self._mark("outage seen")
+            self.hdfs.start_namenode()
+            self._mark("restarted")
+        except BaseException as err:  # noqa: BLE001 - reported by the test
+            self.error = err
+        finally:
+            self.restarted.set()
 
 
 def test_namenode_restart_mid_sync(hdfs, gluster) -> None:  # type: ignore[no-untyped-def]
     client, root = hdfs.client(), _root()
     files = {f"d{i % 7}/f{i:04d}.bin": os.urandom(16 << 10) for i in range(400)}
+    total = sum(len(b) for b in files.values())
     put_tree(client, root, files)
     dst = gluster.fresh_dir("nnrestart")
-    restarted = threading.Event()
+    warnings = _WarningSeen()
+    logger = logging.getLogger("volcano_pipelines")
+    logger.addHandler(warnings)
+    try:
+        progress = _RestartMidSync(hdfs, after=40, warnings=warnings)
+        result = sync(f"{hdfs.url}{root}", str(dst), transfers=4, progress=progress)
+    finally:
+        logger.removeHandler(warnings)
 
-    def bounce() -> None:
-        def run() -> None:
-            hdfs.stop_namenode()
-            time.sleep(3)
-            hdfs.start_namenode()
-            restarted.set()
-
-        threading.Thread(target=run, daemon=True).start()
-
-    trigger = _Trigger(after=40, action=bounce)
-    result = sync(f"{hdfs.url}{root}", str(dst), transfers=4, progress=trigger)
-
-    assert trigger.fired.is_set() and restarted.wait(120)
+    assert progress.fired.is_set() and progress.restarted.wait(180) and progress.error is None
+    # The restart overlapped the transfer: it began after the first bytes were copied,
+    # the sync saw the NameNode gone, and bytes were still to come once it was back.
+    assert 0 < progress.bytes_at["stop"] <= progress.bytes_at["outage seen"] <= progress.bytes_at["restarted"] < total
+    assert warnings.seen.is_set() and warnings.messages
+    assert progress.bytes_done == total
     assert result.failed == 0 and result.copied == len(files)
     assert read_tree(dst) == files
     assert temp_files(dst) == []
