@@ -150,7 +150,7 @@ def test_every_file_is_fsynced_before_its_rename_and_every_directory_after(tmp_p
 
     result = sync(str(src), str(dst), transfers=4, chunk_size=64 << 10)  # c/big: several reads
 
-    assert result.copied == 4 and read_tree(dst) == files
+    assert (result.copied, result.retried, result.failed) == (4, 0, 0) and read_tree(dst) == files
     assert_durable_order(syscalls.calls, dst, _data_files(dst))
 
 
@@ -282,3 +282,80 @@ def test_a_file_replaced_right_after_its_single_read_is_copied_again(tmp_path: P
     assert (dst / "small.txt").read_bytes() == b"new version\n"
     assert os.stat(dst / "small.txt").st_mtime_ns == NEW_MTIME_NS
     assert temp_files(dst) == []
+
+
+# ---------------------------------------------------------------------------- retries (no real back-off: retry_delay=0)
+
+
+class _FlakySource(LocalSource):
+    """A local source whose open() of one file fails `failures` times first, with `error`."""
+
+    def __init__(self, root: str, path: str, failures: int, error: Exception) -> None:
+        super().__init__(root)
+        self.path, self.failures, self.error = path, failures, error
+        self.opens = 0
+
+    def open(self, rel: str):  # type: ignore[no-untyped-def]
+        if rel == self.path:
+            self.opens += 1
+            if self.opens <= self.failures:
+                raise self.error
+        return super().open(rel)
+
+
+def _run_flaky(tmp_path: Path, failures: int, error: Exception, attempts: int = 4) -> tuple[dict, _FlakySource]:  # type: ignore[type-arg]
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _tree(src, {"flaky.bin": b"f" * 1000, "fine.bin": b"ok"})
+    dst.mkdir()
+    source = _FlakySource(str(src), "flaky.bin", failures, error)
+    files, refused = source.list()
+    opts = Options(transfers=1, max_attempts=attempts, retry_delay=0.0)
+    outcomes = {o.path: o for o in Executor(source, str(dst), opts).run(build_plan(files, [], rejected=refused))}
+    return outcomes, source
+
+
+def test_a_transient_source_error_is_retried_until_the_copy_succeeds(tmp_path: Path) -> None:
+    outcomes, source = _run_flaky(tmp_path, 2, ConnectionResetError("connection reset by peer"))
+    assert (outcomes["flaky.bin"].result, outcomes["flaky.bin"].attempts) == ("copied", 3)
+    assert source.opens == 3 and (tmp_path / "dst/flaky.bin").read_bytes() == b"f" * 1000
+    assert outcomes["fine.bin"].attempts == 1 and temp_files(tmp_path / "dst") == []
+
+
+def test_a_transient_error_that_never_ends_fails_the_file_after_max_attempts(tmp_path: Path) -> None:
+    outcomes, source = _run_flaky(tmp_path, 99, ConnectionResetError("connection reset by peer"), attempts=4)
+    flaky = outcomes["flaky.bin"]
+    assert (flaky.result, flaky.attempts, source.opens) == ("failed", 4, 4)
+    assert flaky.error is not None and flaky.error.startswith("transient error: ConnectionResetError")
+    assert not (tmp_path / "dst/flaky.bin").exists() and temp_files(tmp_path / "dst") == []
+    assert outcomes["fine.bin"].result == "copied"
+
+
+def test_a_permanent_source_error_is_not_retried(tmp_path: Path) -> None:
+    outcomes, source = _run_flaky(tmp_path, 99, PermissionError(13, "Permission denied"))
+    flaky = outcomes["flaky.bin"]
+    assert (flaky.result, flaky.attempts, source.opens) == ("failed", 1, 1)
+    assert flaky.error is not None and flaky.error.startswith("source error: PermissionError")
+
+
+# ---------------------------------------------------------------------------- --checksum
+
+
+def test_checksum_leaves_identical_content_in_place_and_only_fixes_the_mtime(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _tree(src, {"same.bin": b"same content", "differs.bin": b"AAAA"})
+    _tree(dst, {"same.bin": b"same content", "differs.bin": b"BBBB"})
+    os.utime(src / "same.bin", ns=(NEW_MTIME_NS, NEW_MTIME_NS))
+    inode = os.stat(dst / "same.bin").st_ino
+    done: list[tuple[str, str]] = []
+
+    class Record(Progress):
+        def file_done(self, path: str, result: str) -> None:
+            super().file_done(path, result)
+            done.append((path, result))
+
+    result = sync(str(src), str(dst), checksum=True, progress=Record())
+
+    assert (result.copied, result.skipped) == (1, 1) and read_tree(dst) == read_tree(src)
+    assert os.stat(dst / "same.bin").st_ino == inode  # not rewritten
+    assert os.stat(dst / "same.bin").st_mtime_ns == NEW_MTIME_NS
+    assert sorted(done) == [("differs.bin", "copied"), ("same.bin", "skipped")]
