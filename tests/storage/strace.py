@@ -156,10 +156,11 @@ def _file_problems(calls: Sequence[Syscall], tmp: str, rename: Syscall) -> list[
     """The temporary file `tmp`: created (O_CREAT|O_EXCL), written, fsynced through that
     same descriptor after its last write, and all of it before `rename` began."""
     opens = [c for c in calls if c.name in ("openat", "open", "creat") and c.ok and (c.result_fd() or (0, ""))[1] == tmp]
-    if not opens:
+    creates = [c for c in opens if c.name == "creat" or "O_CREAT" in c.args]  # not a later read-back (--checksum)
+    if not creates:
         return [f"temporary file {tmp} was never created"]
-    created = opens[-1]
-    if "O_CREAT" not in created.args or "O_EXCL" not in created.args:
+    created = creates[0]
+    if "O_EXCL" not in created.args:
         return [f"temporary file {tmp} not created with O_CREAT|O_EXCL ({created.args})"]
     fd = created.result_fd()[0]  # type: ignore[index]
     closes = [c for c in calls if c.name == "close" and c.start > created.end and c.fd_path() == tmp and c.args.startswith(f"{fd}<")]

@@ -82,6 +82,18 @@ def test_a_broken_order_is_reported(broken: str, expect: str) -> None:
     assert any(expect in p for p in problems), problems
 
 
+def test_a_read_back_of_the_temporary_file_before_the_rename_is_fine() -> None:
+    """--checksum reads the written file back (a read-only open) before renaming it."""
+    trace = GOOD.replace(
+        "101 close(7</v/d/.a.vpipe-tmp-00112233aabbccdd>) = 0\n",
+        "101 close(7</v/d/.a.vpipe-tmp-00112233aabbccdd>) = 0\n"
+        '101 openat(AT_FDCWD</v>, "/v/d/.a.vpipe-tmp-00112233aabbccdd", O_RDONLY|O_NOFOLLOW|O_CLOEXEC) = 7</v/d/.a.vpipe-tmp-00112233aabbccdd>\n'
+        "101 close(7</v/d/.a.vpipe-tmp-00112233aabbccdd>) = 0\n",
+    )
+    assert "O_RDONLY" in trace
+    assert durability_problems(parse(trace.splitlines()), "/v", {"d/a", "d/b"}) == []
+
+
 def test_a_rename_that_started_before_the_fsync_returned_is_reported() -> None:
     trace = GOOD.replace(
         "101 fsync(7</v/d/.a.vpipe-tmp-00112233aabbccdd>) = 0\n", "101 fsync(7</v/d/.a.vpipe-tmp-00112233aabbccdd> <unfinished ...>\n"
