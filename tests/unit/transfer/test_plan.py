@@ -285,3 +285,9 @@ def test_shards_are_assigned_largest_first_and_count_their_bytes() -> None:
     many = shard_by_bytes([E(f"f{i}", i) for i in range(1, 20)], 3)
     assert sum(s.bytes for s in many) == sum(range(1, 20))
     assert [s.bytes for s in many] == [sum(int(p[1:]) for p in s.paths) for s in many]
+
+
+def test_names_with_spaces_do_not_look_like_directories_in_the_way() -> None:
+    # "a b/c d" needs the directory "a b"; the file "a b/c" is not in its way.
+    plan = build_plan([E("a b/c d")], [E("a b/c")])
+    assert actions(plan) == {"a b/c d": "copy"}

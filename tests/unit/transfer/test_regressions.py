@@ -246,6 +246,7 @@ def test_a_file_rewritten_in_place_during_a_multi_chunk_copy_is_copied_again(tmp
 
     assert progress.fired
     assert (result.copied, result.retried, result.failed) == (2, 1, 0)
+    assert result.bytes_copied == len(new) + 1  # the copy that was kept, and "still"
     assert (dst / "moving.bin").read_bytes() == new
     assert os.stat(dst / "moving.bin").st_mtime_ns == NEW_MTIME_NS
     assert temp_files(dst) == []
@@ -261,13 +262,16 @@ class _SnapshotLocalSource(LocalSource):
 
 def test_a_file_replaced_right_after_its_single_read_is_copied_again(tmp_path: Path) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
-    _tree(src, {"small.txt": b"old version\n", "other.txt": b"x"})
+    # a-gone.txt is copied first (same size, sorts first) and deleted at the source
+    # while small.txt is read: the re-listing must skip it and still look at the rest.
+    _tree(src, {"a-gone.txt": b"gone version", "small.txt": b"old version\n", "other.txt": b"x"})
 
     def replace() -> None:
         fresh = src / ".small.txt.new"
         fresh.write_bytes(b"new version\n")  # same size: only the mtime tells
         os.utime(fresh, ns=(NEW_MTIME_NS, NEW_MTIME_NS))
         os.rename(fresh, src / "small.txt")
+        os.unlink(src / "a-gone.txt")
 
     source = _SnapshotLocalSource(str(src))
     files, refused = source.list()
@@ -277,9 +281,12 @@ def test_a_file_replaced_right_after_its_single_read_is_copied_again(tmp_path: P
     outcomes = {o.path: o for o in Executor(source, str(dst), Options(transfers=1), progress=progress.advance).run(plan)}
 
     assert progress.fired
-    assert outcomes["small.txt"].result == "copied" and outcomes["small.txt"].attempts == 2
+    small = outcomes["small.txt"]
+    assert (small.result, small.attempts, small.bytes, small.error) == ("copied", 2, 12, None)
     assert outcomes["other.txt"].attempts == 1
+    assert (outcomes["a-gone.txt"].result, outcomes["a-gone.txt"].attempts) == ("copied", 1)
     assert (dst / "small.txt").read_bytes() == b"new version\n"
+    assert (dst / "a-gone.txt").read_bytes() == b"gone version"  # the listed version, copied whole
     assert os.stat(dst / "small.txt").st_mtime_ns == NEW_MTIME_NS
     assert temp_files(dst) == []
 
@@ -359,3 +366,127 @@ def test_checksum_leaves_identical_content_in_place_and_only_fixes_the_mtime(tmp
     assert os.stat(dst / "same.bin").st_ino == inode  # not rewritten
     assert os.stat(dst / "same.bin").st_mtime_ns == NEW_MTIME_NS
     assert sorted(done) == [("differs.bin", "copied"), ("same.bin", "skipped")]
+
+
+def test_the_second_attempt_copies_the_version_the_source_holds_then(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _tree(src, {"moving.bin": b"o" * (256 << 10)})
+
+    def rewrite() -> None:
+        with open(src / "moving.bin", "r+b") as fh:
+            fh.write(b"n" * (256 << 10))
+        os.utime(src / "moving.bin", ns=(NEW_MTIME_NS, NEW_MTIME_NS))
+
+    source = LocalSource(str(src))
+    files, _ = source.list()
+    dst.mkdir()
+    progress = _ChangeOnce("moving.bin", rewrite)
+    [outcome] = Executor(source, str(dst), Options(transfers=1, chunk_size=64 << 10), progress=progress.advance).run(build_plan(files, []))
+
+    assert (outcome.result, outcome.attempts, outcome.bytes) == ("copied", 2, 256 << 10)
+    assert os.stat(dst / "moving.bin").st_mtime_ns == NEW_MTIME_NS
+
+
+# ---------------------------------------------------------------------------- the destination changed behind the plan
+
+
+def _execute(src: Path, dst: Path, items: list) -> dict:  # type: ignore[type-arg]
+    """Run a hand-made plan: the destination changed after it was scanned."""
+    from volcano_pipelines.transfer.plan import Plan
+
+    plan = Plan(items=tuple(items), selected=())
+    return {o.path: o for o in Executor(LocalSource(str(src)), str(dst), Options(transfers=2, retry_delay=0.0)).run(plan)}
+
+
+def test_a_symlink_that_appeared_where_a_directory_is_needed_is_not_written_through(tmp_path: Path) -> None:
+    from volcano_pipelines.transfer.plan import PlanItem
+
+    src, dst, outside = tmp_path / "src", tmp_path / "dst", tmp_path / "outside"
+    _tree(src, {"d/x": b"data", "d/e/y": b"more", "ok": b"fine"})
+    outside.mkdir()
+    dst.mkdir()
+    os.symlink(outside, dst / "d")
+    mtime = os.stat(src / "d/x").st_mtime_ns // 1_000_000
+    items = [PlanItem(Action.COPY, rel, "new", len((src / rel).read_bytes()), os.stat(src / rel).st_mtime_ns // 1_000_000)
+             for rel in ("d/x", "d/e/y", "ok")]
+    assert items[0].mtime_ms == mtime
+
+    outcomes = _execute(src, dst, items)
+
+    assert list(outside.iterdir()) == []
+    for rel in ("d/x", "d/e/y"):
+        assert outcomes[rel].result == "failed" and outcomes[rel].error is not None
+        assert outcomes[rel].error.startswith("unsafe destination: d is a symbolic link")
+    assert outcomes["ok"].result == "copied" and (dst / "ok").read_bytes() == b"fine"
+
+
+def test_deletes_never_go_through_a_symlinked_parent_or_remove_a_directory(tmp_path: Path) -> None:
+    from volcano_pipelines.transfer.plan import PlanItem
+
+    src, dst, outside = tmp_path / "src", tmp_path / "dst", tmp_path / "outside"
+    src.mkdir()
+    _tree(outside, {"x": b"not ours"})
+    _tree(dst, {"sub/inner": b"i", "gone": b"g"})
+    os.symlink(outside, dst / "link")
+
+    outcomes = _execute(src, dst, [PlanItem(Action.DELETE, p, "not in source") for p in ("link/x", "sub", "gone")])
+
+    assert (outcomes["link/x"].result, outcomes["link/x"].error) == ("failed", "not removed: a parent is not a real directory")
+    assert (outcomes["sub"].result, outcomes["sub"].error) == ("failed", "not removed: is a directory")
+    assert outcomes["gone"].result == "deleted" and not (dst / "gone").exists()
+    assert (outside / "x").read_bytes() == b"not ours" and (dst / "sub/inner").exists()
+
+
+def test_compare_against_a_destination_file_that_vanished_copies_it(tmp_path: Path) -> None:
+    from volcano_pipelines.transfer.plan import PlanItem
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _tree(src, {"f": b"content"})
+    dst.mkdir()
+    item = PlanItem(Action.COMPARE, "f", "same size: compare content", 7, os.stat(src / "f").st_mtime_ns // 1_000_000)
+
+    outcomes = _execute(src, dst, [item])
+
+    assert outcomes["f"].result == "copied" and (dst / "f").read_bytes() == b"content"
+
+
+# ---------------------------------------------------------------------------- a destination that fills up (tmpfs)
+
+
+@pytest.fixture
+def tiny_volume(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A 1 MiB tmpfs: writes really fail with ENOSPC. Needs root (mount)."""
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_full_destination_stops_the_sync_cleanly(tmp_path: Path, tiny_volume: Path) -> None:
+    from volcano_pipelines.steps.sync import SyncFailed
+
+    src = tmp_path / "src"
+    files = {f"part{i}.bin": os.urandom(400 << 10) for i in range(6)}  # 2.4 MiB into 1 MiB
+    _tree(src, files)
+    dst = tiny_volume / "data"
+
+    with pytest.raises(SyncFailed) as info:
+        sync(str(src), str(dst), transfers=2, chunk_size=64 << 10)
+
+    err = info.value
+    assert err.exit_code == 1 and "destination full" in str(err)
+    assert err.result.failed >= 1 and err.result.copied + err.result.failed == len(files)
+    assert any(f["error"].startswith("destination full") for f in err.result.failures)
+    tree = read_tree(dst)
+    assert 0 < len(tree) < len(files)
+    for rel, data in tree.items():  # whatever has a final name is complete
+        assert data == files[rel], rel
+    assert temp_files(dst) == []
