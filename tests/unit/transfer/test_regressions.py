@@ -482,11 +482,15 @@ def test_a_full_destination_stops_the_sync_cleanly(tmp_path: Path, tiny_volume: 
         sync(str(src), str(dst), transfers=2, chunk_size=64 << 10)
 
     err = info.value
-    assert err.exit_code == 1 and "destination full" in str(err)
+    assert err.exit_code == 1 and str(err).startswith("destination full")  # the cause, not a per-file list
     assert err.result.failed >= 1 and err.result.copied + err.result.failed == len(files)
-    assert any(f["error"].startswith("destination full") for f in err.result.failures)
+    errors = [f["error"] for f in err.result.failures]
+    assert any(e.startswith("destination full") for e in errors)
+    # The rest stop: what was still queued is not attempted (2 threads, at most 2 files fit).
+    assert any(e.startswith("not attempted: destination full") for e in errors), errors
     tree = read_tree(dst)
     assert 0 < len(tree) < len(files)
+    assert {f["path"] for f in err.result.failures} | set(tree) == set(files)
     for rel, data in tree.items():  # whatever has a final name is complete
         assert data == files[rel], rel
     assert temp_files(dst) == []
