@@ -3,20 +3,20 @@
 Loaded by ``tests/conftest.py``. The session fixture ``cluster`` picks, in order:
 
 1. the kubeconfig named by ``VPIPE_TEST_KUBECONFIG`` (an existing cluster with Volcano);
-2. ``kind`` when Docker and kind are installed;
-3. the local control plane (``tests/cluster/launcher.py``), building the binaries first
+2. the local control plane (``tests/cluster/launcher.py``), building the binaries first
    if needed (a cold build takes a long while; ``tests/cluster/ci_prepare.sh`` does it
    ahead of time in CI).
 
-Tests that need it skip, with a one-line reason, only when none of these can be had.
+When neither can be had (no named kubeconfig and no Go), tests that need a cluster skip
+with a one-line reason, and fail in CI (``tests/needs.py``). There is no ``kind`` path:
+its pods would lack the kwok behaviour labels (``tests/cluster/behaviour.py``) the tests
+rely on, and no one could run it here.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +26,9 @@ import pytest
 
 from tests.cluster import build
 from tests.cluster.launcher import ControlPlane
+from tests.needs import unavailable
 
 KUBECONFIG_ENV = "VPIPE_TEST_KUBECONFIG"
-KIND_CLUSTER = "vpipe-test"
 
 
 @dataclass
@@ -36,7 +36,7 @@ class Cluster:
     """What a test gets: a kubeconfig, API clients, and (local only) the control plane."""
 
     kubeconfig: Path
-    kind: str  # "external" | "kind" | "local"
+    kind: str  # "external" | "local"
     plane: ControlPlane | None = None
 
     def api_client(self, impersonate: str | None = None) -> Any:
@@ -53,16 +53,12 @@ class Cluster:
     def require_local(self) -> ControlPlane:
         """For tests that restart the apiserver or read its audit log."""
         if self.plane is None:
-            pytest.skip(f"needs the local control plane (this run uses a {self.kind} cluster)")
+            unavailable(f"needs the local control plane (this run uses a {self.kind} cluster)")
         return self.plane
 
 
 def _go_available() -> bool:
     return build.go_available()
-
-
-def _kind_available() -> bool:
-    return shutil.which("docker") is not None and shutil.which("kind") is not None
 
 
 _build_error: list[str] = []
@@ -74,7 +70,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     and only when integration tests were selected and no other cluster was named."""
     if not any(item.get_closest_marker("integration") for item in items):
         return
-    if os.environ.get(KUBECONFIG_ENV) or _kind_available() or not _go_available():
+    if os.environ.get(KUBECONFIG_ENV) or not _go_available():
         return
     if not build.is_built():
         reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -88,31 +84,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             _build_error.append(f"building the local control plane failed: {err}")
 
 
-def _kind_cluster(tmp: Path) -> Cluster:
-    # Unverified here (no Docker on the development machine): a kind cluster with
-    # Volcano's release installer from the module cache, which pulls Volcano's images.
-    kubeconfig = tmp / "kind-kubeconfig"
-    subprocess.run(["kind", "create", "cluster", "--name", KIND_CLUSTER, "--kubeconfig", str(kubeconfig)], check=True)
-    installer = build.module_dir("volcano.sh/volcano", build.VOLCANO_VERSION) / "installer" / "volcano-development.yaml"
-    subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "apply", "--server-side", "-f", str(installer)], check=True)
-    return Cluster(kubeconfig, "kind")
-
-
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     named = os.environ.get(KUBECONFIG_ENV)
     if named:
         yield Cluster(Path(named), "external")
         return
-    if _kind_available():
-        tmp = tmp_path_factory.mktemp("kind")
-        try:
-            yield _kind_cluster(tmp)
-        finally:
-            subprocess.run(["kind", "delete", "cluster", "--name", KIND_CLUSTER], check=False)
-        return
     if not _go_available():
-        pytest.skip(f"no cluster: set {KUBECONFIG_ENV}, install Docker+kind, or install Go to build tests/cluster")
+        unavailable(f"no cluster: set {KUBECONFIG_ENV} or install Go to build tests/cluster (tests/cluster/ci_prepare.sh)")
     if _build_error:
         pytest.fail(_build_error[0], pytrace=False)
     bin_dir = build.build()  # normally a no-op: built at collection time or by ci_prepare.sh

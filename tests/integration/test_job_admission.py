@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.needs import unavailable
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Resources, Role, Storage, TFJobSpec
 from volcano_pipelines.volcano.tf import build_tf_job
@@ -97,7 +98,7 @@ def webhook_check() -> Path:
     from tests.cluster import build
 
     if not build.go_available():
-        pytest.skip("needs Go to build Volcano's webhook code (tests/cluster)")
+        unavailable("needs Go to build Volcano's webhook code (tests/cluster)")
     return build.build() / "vc-webhook-check"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -57,42 +58,71 @@ def test_kill_9_mid_large_file_then_rerun(hdfs, gluster) -> None:  # type: ignor
     assert temp_files(dst) == []
 
 
-class _Trigger(Progress):
-    """Calls `action` once, from the transfer thread, when `after` files are done."""
+class _RestartMidSync(Progress):
+    """Restarts the NameNode from inside the sync, and records how far the sync was at
+    each step (bytes done, from the sync's own progress):
 
-    def __init__(self, after: int, action) -> None:  # type: ignore[no-untyped-def]
+    - when `after` files are done, the transfer thread that finished the last of them
+      stops the NameNode (and waits for the stop);
+    - another thread listens on the NameNode's RPC address and waits until the sync's
+      client knocks there (it needs the NameNode for the next file), closes that
+      connection, and starts the NameNode again. No fixed sleep: the outage lasts until
+      the sync has run into it."""
+
+    def __init__(self, hdfs, after: int) -> None:  # type: ignore[no-untyped-def]
         super().__init__()
+        self.hdfs = hdfs
         self.after = after
-        self.action = action
         self.fired = threading.Event()
+        self.restarted = threading.Event()
+        self.bytes_at: dict[str, int] = {}
+        self.error: BaseException | None = None
+
+    def _mark(self, step: str) -> None:
+        with self.lock:
+            self.bytes_at[step] = self.bytes_done
 
     def file_done(self, path: str, result: str) -> None:
         super().file_done(path, result)
         if self.files_done >= self.after and not self.fired.is_set():
             self.fired.set()
-            self.action()
+            self._mark("stop")
+            self.hdfs.stop_namenode()
+            threading.Thread(target=self._restart, daemon=True).start()
+
+    def _restart(self) -> None:
+        try:
+            with socket.socket() as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(("127.0.0.1", self.hdfs.rpc_port))
+                probe.listen(8)
+                probe.settimeout(120)  # a bound on a hang, not a timing assumption
+                conn, _ = probe.accept()
+                conn.close()
+            self._mark("outage seen")
+            self.hdfs.start_namenode()
+            self._mark("restarted")
+        except BaseException as err:  # noqa: BLE001 - reported by the test
+            self.error = err
+        finally:
+            self.restarted.set()
 
 
 def test_namenode_restart_mid_sync(hdfs, gluster) -> None:  # type: ignore[no-untyped-def]
     client, root = hdfs.client(), _root()
     files = {f"d{i % 7}/f{i:04d}.bin": os.urandom(16 << 10) for i in range(400)}
+    total = sum(len(b) for b in files.values())
     put_tree(client, root, files)
     dst = gluster.fresh_dir("nnrestart")
-    restarted = threading.Event()
+    progress = _RestartMidSync(hdfs, after=40)
+    result = sync(f"{hdfs.url}{root}", str(dst), transfers=4, progress=progress)
 
-    def bounce() -> None:
-        def run() -> None:
-            hdfs.stop_namenode()
-            time.sleep(3)
-            hdfs.start_namenode()
-            restarted.set()
-
-        threading.Thread(target=run, daemon=True).start()
-
-    trigger = _Trigger(after=40, action=bounce)
-    result = sync(f"{hdfs.url}{root}", str(dst), transfers=4, progress=trigger)
-
-    assert trigger.fired.is_set() and restarted.wait(120)
+    assert progress.fired.is_set() and progress.restarted.wait(180) and progress.error is None
+    # The restart overlapped the transfer: it began after the first bytes were copied,
+    # the sync's client ran into the stopped NameNode, and bytes were still to come once
+    # it was back.
+    assert 0 < progress.bytes_at["stop"] <= progress.bytes_at["outage seen"] <= progress.bytes_at["restarted"] < total
+    assert progress.bytes_done == total
     assert result.failed == 0 and result.copied == len(files)
     assert read_tree(dst) == files
     assert temp_files(dst) == []

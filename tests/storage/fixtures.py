@@ -1,6 +1,7 @@
 """pytest plugin (loaded by tests/conftest.py): session fixtures for a real HDFS
 (MiniDFSCluster with WebHDFS) and real GlusterFS volumes. Tests skip with a one-line
-reason only when the system cannot be had on this machine at all."""
+reason only when the system cannot be had on this machine at all, and fail instead in CI
+(`tests/needs.py`)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.needs import unavailable
 from tests.storage.harness import Gluster, GlusterVolume, MiniHdfs, Unavailable, start_hdfs
 
 
 def _running_hdfs(*, ha: bool) -> Iterator[MiniHdfs]:
-    """Start a MiniDFSCluster (skip when it cannot run here), stop it and remove its files after."""
+    """Start a MiniDFSCluster (skip, or fail in CI, when it cannot run here), stop it and
+    remove its files after."""
     try:
         cluster = start_hdfs(ha=ha)
     except Unavailable as err:
-        pytest.skip(str(err))
+        unavailable(str(err))
     try:
         yield cluster
     finally:
@@ -63,7 +66,8 @@ def gluster() -> Iterator[GlusterVolumes]:
     try:
         harness.start()
     except Unavailable as err:
-        pytest.skip(str(err))
+        shutil.rmtree(work, ignore_errors=True)
+        unavailable(str(err))
     tag = uuid.uuid4().hex[:6]
     try:
         main = harness.create_volume(f"vpt{tag}")

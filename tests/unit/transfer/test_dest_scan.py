@@ -96,12 +96,54 @@ def test_temporary_files_are_found_through_the_cache_too(tree: Path) -> None:
     assert _cached_scan(tree).temps == [f"d/{leftover}"]
 
 
-def test_a_listing_read_right_after_a_change_is_racy_and_not_saved(tree: Path) -> None:
+class _Clock:
+    """The scan's wall clock (dest.time.time_ns), set by the test: whether a listing is
+    racy depends on when it was read, and a test must not depend on how fast it runs."""
+
+    def __init__(self, now_ns: int) -> None:
+        self.now_ns = now_ns
+
+    def time_ns(self) -> int:
+        return self.now_ns
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    fake = _Clock(0)
+    monkeypatch.setattr(dest, "time", fake)
+    return fake
+
+
+def test_a_listing_read_right_after_a_change_is_racy_and_not_saved(tree: Path, clock: _Clock) -> None:
     (tree / "d/new").write_bytes(b"n")  # d's mtime is now: a change in the same tick could hide
+    clock.now_ns = os.stat(tree / "d").st_mtime_ns + 1  # read right after that change
     listing = dest.scan(str(tree))
     saved = dest.cacheable(listing)
     assert "d" not in saved and {"", "d/e", "f"} <= set(saved)
     assert not listing.dirs["d"].reusable(listing.dirs["d"].mtime_ns)
+    _save(tree, listing)
+    assert "d" in _cached_scan(tree).dirs and "d" not in _cached_scan(tree).reused  # read again
+
+
+@pytest.mark.parametrize("age_ns, racy", [(0, True), (dest.RACY_NS - 1, True), (dest.RACY_NS, False), (10 * dest.RACY_NS, False)])
+def test_a_listing_is_racy_until_its_directory_is_racy_ns_old(tree: Path, clock: _Clock, age_ns: int, racy: bool) -> None:
+    changed_ns = OLD_NS + 123_456_789
+    os.utime(tree / "d", ns=(changed_ns, changed_ns))
+    clock.now_ns = changed_ns + age_ns
+    listing = dest.scan(str(tree))
+    assert listing.dirs["d"].mtime_ns == changed_ns and listing.dirs["d"].scanned_ns == clock.now_ns
+    assert listing.dirs["d"].racy is racy
+    assert ("d" in dest.cacheable(listing)) is not racy
+    _save(tree, listing)
+    assert ("d" in _cached_scan(tree).reused) is not racy
+
+
+def test_a_directory_whose_mtime_is_ahead_of_the_reader_is_racy(tree: Path, clock: _Clock) -> None:
+    """A change from a client whose clock runs ahead of this one: never trusted."""
+    ahead_ns = OLD_NS + 3600 * 10**9
+    os.utime(tree / "d", ns=(ahead_ns, ahead_ns))
+    clock.now_ns = ahead_ns - 1
+    assert dest.scan(str(tree)).dirs["d"].racy
 
 
 def test_an_in_place_edit_is_only_seen_by_a_full_scan(tree: Path) -> None:

@@ -200,3 +200,94 @@ def test_transfer_order_is_a_permutation(spec: list[tuple[str, int]]) -> None:
     assert sorted(order) == sorted(items)
     sizes = [i.size.bit_length() for i in order]
     assert sizes == sorted(sizes, reverse=True)
+
+
+# ---------------------------------------------------------------------------- gaps found by mutation testing (scripts/mutation)
+
+
+def test_component_length_limits_are_in_bytes() -> None:
+    assert full_unsafe_reason("x" * 255) is None and unsafe_reason("d/" + "é" * 127 + "x") is None  # 255 bytes
+    assert unsafe_reason("d/" + "x" * 100) is None  # long in characters, short in bytes
+    assert unsafe_reason("d/" + "😀" * 64) is not None  # 64 characters, 256 bytes
+    assert unsafe_reason("d/" + "é" * 128) is not None  # 256 bytes
+
+
+def test_temp_name_keeps_the_name_and_cuts_long_ones_at_200_bytes() -> None:
+    assert temp_name("data.bin", "0123456789abcdef") == ".data.bin.vpipe-tmp-0123456789abcdef"
+    exact = "x" * 200
+    assert temp_name(exact, "00ff00ff") == f".{exact}.vpipe-tmp-00ff00ff"
+    assert temp_name(exact + "y", "00ff00ff") == f".{exact}.vpipe-tmp-00ff00ff"
+    odd = temp_name("x" + "é" * 150, "00ff00ff")  # the cut at 200 bytes falls inside a character
+    assert odd == ".x" + "é" * 99 + ".vpipe-tmp-00ff00ff"
+
+
+def test_same_mtime_whole_second_on_either_side() -> None:
+    assert same_mtime(1_999, 1_000) and same_mtime(1_000, 1_999)
+    assert not same_mtime(1_500, 1_001) and not same_mtime(1_001, 1_500)
+
+
+def test_plan_items_carry_size_mtime_and_reasons() -> None:
+    """The executor sets the copy's mtime from the plan item, and a dry run shows the
+    reasons: a plan item without them would copy every file again on the next run."""
+    plan = build_plan(
+        [E("new", 7, 5_000), E("bad\nname", 3, 4_000)],
+        [E("gone"), E("a")],
+        delete=True,
+        dest_temps=["d/.x.vpipe-tmp-00ff00ff"],
+        rejected=[("link", "symbolic link (not followed)")],
+    )
+    items = {i.path: i for i in plan.items}
+    assert items["new"] == PlanItem(Action.COPY, "new", "new", 7, 5_000)
+    assert items["bad\nname"] == PlanItem(Action.REJECT, "bad\nname", "control character in name", 3, 4_000)
+    assert items["link"].reason == "symbolic link (not followed)"
+    assert items["gone"].reason == "not in source" and items["a"].reason == "not in source"
+    assert items["d/.x.vpipe-tmp-00ff00ff"].reason == "temporary file of an interrupted run"
+
+
+def test_filters_select_source_files_and_rejected_entries() -> None:
+    src = [E("a.txt"), E("b.log"), E("c.txt"), E("d/e.log")]
+    plan = build_plan(src, [], exclude=["*.log"], rejected=[("l.log", "symbolic link"), ("l.txt", "symbolic link")])
+    assert actions(plan) == {"a.txt": "copy", "c.txt": "copy", "l.txt": "reject"}
+    plan = build_plan(src, [], include=["*.log"], rejected=[("l.log", "symbolic link"), ("l.txt", "symbolic link")])
+    assert actions(plan) == {"b.log": "copy", "d/e.log": "copy", "l.log": "reject"}
+
+
+def test_a_rejected_entry_that_is_also_listed_does_not_stop_the_plan() -> None:
+    plan = build_plan([E("a"), E("b"), E("c")], [], rejected=[("a", "symbolic link")])
+    assert actions(plan) == {"a": "reject", "b": "copy", "c": "copy"}
+
+
+def test_delete_with_include_protects_what_the_include_does_not_select() -> None:
+    plan = build_plan([E("x.txt")], [E("x.txt"), E("old.txt"), E("notes.md")], include=["*.txt"], delete=True)
+    assert actions(plan) == {"x.txt": "skip", "old.txt": "delete"}
+
+
+def test_a_nested_file_in_the_way_of_a_source_directory_is_replaced() -> None:
+    plan = build_plan([E("a/b/c")], [E("a/b"), E("a/x")])
+    assert actions(plan) == {"a/b/c": "copy", "a/b": "delete"}
+
+
+def test_transfer_order_groups_by_full_directory_and_top_level_files_together() -> None:
+    items = [_item("f0", 100), _item("f1", 100), _item("a/b/x", 100), _item("a/c/y", 100), _item("a/b/z", 100)]
+    order = [i.path for i in transfer_order(items)]
+    # turn 0: one file from each of "", "a/b", "a/c" (by directory name); turn 1: the rest
+    assert order == ["f0", "a/b/x", "a/c/y", "f1", "a/b/z"]
+
+
+def test_transfer_order_bigger_first_within_a_size_class() -> None:
+    order = [i.path for i in transfer_order([_item("d/a", 5), _item("d/b", 7), _item("e/c", 6)])]
+    assert order == ["d/b", "e/c", "d/a"]
+
+
+def test_shards_are_assigned_largest_first_and_count_their_bytes() -> None:
+    shards = shard_by_bytes([E("a", 1), E("b", 1), E("c", 1), E("d", 3)], 2)
+    assert [(s.paths, s.bytes) for s in shards] == [(["d"], 3), (["a", "b", "c"], 3)]
+    many = shard_by_bytes([E(f"f{i}", i) for i in range(1, 20)], 3)
+    assert sum(s.bytes for s in many) == sum(range(1, 20))
+    assert [s.bytes for s in many] == [sum(int(p[1:]) for p in s.paths) for s in many]
+
+
+def test_names_with_spaces_do_not_look_like_directories_in_the_way() -> None:
+    # "a b/c d" needs the directory "a b"; the file "a b/c" is not in its way.
+    plan = build_plan([E("a b/c d")], [E("a b/c")])
+    assert actions(plan) == {"a b/c d": "copy"}
