@@ -24,7 +24,7 @@ import pytest
 
 from tests.storage.trees import read_tree, temp_files
 from volcano_pipelines.cli import main
-from volcano_pipelines.steps.sync import sync
+from volcano_pipelines.steps.staging import sync
 from volcano_pipelines.transfer.executor import Executor, Options
 from volcano_pipelines.transfer.plan import RESERVED_DIR, Action, Entry, build_plan, is_temp_name
 from volcano_pipelines.transfer.report import Progress
@@ -145,10 +145,10 @@ def _data_files(root: Path) -> set[str]:
 
 def test_every_file_is_fsynced_before_its_rename_and_every_directory_after(tmp_path: Path, syscalls: SyscallLog) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
-    files = {"top.txt": b"t", "a/one": b"1" * 100, "a/b/two": b"2" * 5000, "c/big": os.urandom(300_000)}
+    files = {"top.txt": b"t", "a/one": b"1" * 100, "a/b/two": b"2" * 5000, "c/big": os.urandom(3 << 20)}
     _tree(src, files)
 
-    result = sync(str(src), str(dst), transfers=4, chunk_size=64 << 10)  # c/big: several reads
+    result = sync(str(src), str(dst), transfers=4, chunk_mib=1)  # c/big: several reads
 
     assert (result.copied, result.retried, result.failed) == (4, 0, 0) and read_tree(dst) == files
     assert_durable_order(syscalls.calls, dst, _data_files(dst))
@@ -191,7 +191,7 @@ def test_delete_really_unlinks_and_prunes_emptied_directories(tmp_path: Path) ->
     _tree(src, {"keep/a": b"a"})
     _tree(dst, {"keep/a": b"a", "keep/gone": b"g", "old/deeper/x": b"x", "top": b"t"})
 
-    result = sync(str(src), str(dst), delete=True)
+    result = sync(str(src), str(dst), delete=True, force_delete=True)  # the guard is tested elsewhere
 
     assert result.deleted == 3
     assert read_tree(dst) == {"keep/a": b"a"}
@@ -233,7 +233,7 @@ NEW_MTIME_NS = 1_700_000_123_000_000_000  # a fixed, different mtime: no clock i
 
 def test_a_file_rewritten_in_place_during_a_multi_chunk_copy_is_copied_again(tmp_path: Path) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
-    old, new = b"o" * (256 << 10), b"n" * (256 << 10)  # same size: only mtime and content move
+    old, new = b"o" * (3 << 20), b"n" * (3 << 20)  # same size: only mtime and content move
     _tree(src, {"moving.bin": old, "still": b"s"})
 
     def rewrite() -> None:
@@ -242,7 +242,7 @@ def test_a_file_rewritten_in_place_during_a_multi_chunk_copy_is_copied_again(tmp
         os.utime(src / "moving.bin", ns=(NEW_MTIME_NS, NEW_MTIME_NS))
 
     progress = _ChangeOnce("moving.bin", rewrite)
-    result = sync(str(src), str(dst), transfers=1, chunk_size=64 << 10, progress=progress)
+    result = sync(str(src), str(dst), transfers=1, chunk_mib=1, progress=progress)
 
     assert progress.fired
     assert (result.copied, result.retried, result.failed) == (2, 1, 0)
@@ -471,7 +471,7 @@ def tiny_volume(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_a_full_destination_stops_the_sync_cleanly(tmp_path: Path, tiny_volume: Path) -> None:
-    from volcano_pipelines.steps.sync import SyncFailed
+    from volcano_pipelines.steps.staging import SyncFailed
 
     src = tmp_path / "src"
     files = {f"part{i}.bin": os.urandom(400 << 10) for i in range(6)}  # 2.4 MiB into 1 MiB
@@ -479,7 +479,7 @@ def test_a_full_destination_stops_the_sync_cleanly(tmp_path: Path, tiny_volume: 
     dst = tiny_volume / "data"
 
     with pytest.raises(SyncFailed) as info:
-        sync(str(src), str(dst), transfers=2, chunk_size=64 << 10)
+        sync(str(src), str(dst), transfers=2, chunk_mib=1)
 
     err = info.value
     assert err.exit_code == 1 and str(err).startswith("destination full")  # the cause, not a per-file list

@@ -5,12 +5,17 @@ every other test)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.volcano import validate as v
+from volcano_pipelines.kube import validate as kube_validate
+from volcano_pipelines.volcano import validate as volcano_validate
+
+# The value rules (kube.validate) and the job rules (volcano.validate) under one name.
+v = SimpleNamespace(**{**vars(kube_validate), **vars(volcano_validate)})
 
 
 def _ok(check: Callable[..., None], *args: Any, **kwargs: Any) -> None:
