@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -98,12 +99,15 @@ def token_kubeconfig(cluster: Any, namespace: str, service_account: str, path: P
     return path
 
 
-def install(cluster: Any, namespace: str, objects: list[dict[str, Any]]) -> Iterator[None]:
+@contextmanager
+def installed(cluster: Any, namespace: str, objects: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """The objects applied for the test; the cluster-scoped ones removed afterwards (the
+    namespaced ones go with the test's namespace)."""
     api = cluster.api_client()
     for obj in objects:
         apply(api, obj)
     try:
-        yield
+        yield objects
     finally:
         rbac = client.RbacAuthorizationV1Api(api)
         for obj in objects:
@@ -195,17 +199,8 @@ def run_every_path(cluster: Any, namespace: str, kubeconfig: Path) -> dict[str, 
 
 @pytest.fixture
 def shipped(cluster: Any, namespace: str) -> Iterator[list[dict[str, Any]]]:
-    objects = manifests(namespace)
-    yield from _installed(cluster, namespace, objects)
-
-
-def _installed(cluster: Any, namespace: str, objects: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    gen = install(cluster, namespace, objects)
-    next(gen)
-    try:
+    with installed(cluster, namespace, manifests(namespace)) as objects:
         yield objects
-    finally:
-        next(gen, None)
 
 
 def test_shipped_role_is_exactly_what_every_path_uses(cluster: Any, namespace: str, shipped: list[dict[str, Any]],
@@ -253,7 +248,7 @@ def test_a_refused_watch_is_reported_not_hidden(cluster: Any, namespace: str, tm
         for rule in obj.get("rules", []):
             if rule["resources"] == ["pods"]:
                 rule["verbs"] = [v for v in rule["verbs"] if v != "watch"]
-    for _ in _installed(cluster, namespace, objects):
+    with installed(cluster, namespace, objects):
         kubeconfig = token_kubeconfig(cluster, namespace, SERVICE_ACCOUNT, tmp_path / "runner.kubeconfig")
         run = vpipe("train", "tf", "--name", "nowatch", "--workers", "1", "--max-retry", "1",
                     "--pod-label", f"worker:{behaviour.FAIL_LABEL}=3", "--kubeconfig", str(kubeconfig), "--json")

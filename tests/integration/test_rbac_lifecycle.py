@@ -26,7 +26,7 @@ from tests.integration.test_rbac import (
     SERVICE_ACCOUNT,
     audited,
     granted,
-    install,
+    installed,
     token_kubeconfig,
 )
 from tests.integration.waiting import wait_for
@@ -52,13 +52,8 @@ def lifecycle_objects(namespace: str) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def only_lifecycle_role(cluster: Any, namespace: str) -> Iterator[list[dict[str, Any]]]:
-    objects = lifecycle_objects(namespace)
-    gen = install(cluster, namespace, objects)
-    next(gen)
-    try:
+    with installed(cluster, namespace, lifecycle_objects(namespace)) as objects:
         yield objects
-    finally:
-        next(gen, None)
 
 
 def test_lifecycle_role_is_exactly_what_every_path_uses(cluster: Any, namespace: str, tmp_path: Path,
@@ -118,16 +113,14 @@ def test_creating_through_server_side_apply_needs_create(cluster: Any, namespace
         for rule in obj.get("rules", []):
             if "create" in rule["verbs"] and "deployments" in rule["resources"]:
                 rule["verbs"].remove("create")
-    gen = install(cluster, namespace, objects)
-    next(gen)
-    pvc_gen = make_log_pvc(cluster, namespace)
-    pvc = next(pvc_gen)
-    try:
-        kubeconfig = token_kubeconfig(cluster, namespace, SERVICE_ACCOUNT, tmp_path / "runner.kubeconfig")
-        run = vpipe(kubeconfig, "tensorboard", "--name", "tb", "--log-pvc", pvc, "--timeout", "30")
-    finally:
-        next(pvc_gen, None)
-        next(gen, None)
+    with installed(cluster, namespace, objects):
+        pvc_gen = make_log_pvc(cluster, namespace)
+        pvc = next(pvc_gen)
+        try:
+            kubeconfig = token_kubeconfig(cluster, namespace, SERVICE_ACCOUNT, tmp_path / "runner.kubeconfig")
+            run = vpipe(kubeconfig, "tensorboard", "--name", "tb", "--log-pvc", pvc, "--timeout", "30")
+        finally:
+            next(pvc_gen, None)
     assert run.returncode == 3, run.stderr
     assert "permission denied to check deployment" in run.stderr and 'cannot create resource "deployments"' in run.stderr
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.storage.trees import put_tree, read_tree, temp_files
 from volcano_pipelines.steps.staging import sync
-from volcano_pipelines.transfer.report import Progress
+from volcano_pipelines.transfer.progress import Progress
 
 pytestmark = [pytest.mark.hdfs, pytest.mark.gluster, pytest.mark.timeout(300)]
 

@@ -77,7 +77,7 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
     "transfer/plan.py": (450, "the pure planning rules (the march of source against destination) with the "
                               "deletion bounds; candidates to split: the glob filter"),
     "transfer/sources.py": (420, "HDFS (native and WebHDFS) and fsspec sources with their retry rules"),
-    "steps/staging.py": (500, "the sync step's argument checks, result and report; to split: the result type"),
+    "steps/staging.py": (520, "the sync step's argument checks, result and report; to split: the result type"),
     "k8s/apps.py": (480, "Deployments, Services, scale, events and their watches for the lifecycle steps; "
                          "to split: the rollout watch"),
     "steps/reaping.py": (620, "the reap step: one-shot and sweeper over Volcano jobs and the classic layout; "

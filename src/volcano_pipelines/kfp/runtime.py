@@ -101,33 +101,13 @@ def _fail(message: str, exit_code: int) -> NoReturn:
 
 
 def _progress(fn: Callable[..., Any]) -> Any:
-    """Progress lines in the pod's log (what the KFP UI shows while a step runs): the step's
-    own Progress class decides which adapter it gets."""
+    """Progress lines in the pod's log (what the KFP UI shows while a step runs): every step
+    takes the same Progress interface."""
     from volcano_pipelines.progress import LineProgress
 
     if "progress" not in inspect.signature(fn).parameters:
         return None
-    lines = LineProgress(sys.stderr)
-    wanted = fn.__globals__.get("Progress")
-    if not isinstance(wanted, type) or issubclass(LineProgress, wanted):
-        return lines
-    return _transfer_progress(wanted, lines)
-
-
-def _transfer_progress(base: type, lines: Any) -> Any:
-    """The sync engine's progress hooks (transfer.report.Progress) drawn as log lines."""
-
-    class TransferLines(base):  # type: ignore[misc, valid-type]
-        def planned(self, text: str) -> None:
-            lines.note(text)
-
-        def changed(self) -> None:
-            lines.files(self.files_done, self.files_total, self.bytes_done, self.bytes_total)
-
-        def finish(self) -> None:
-            lines.close()
-
-    return TransferLines()
+    return LineProgress(sys.stderr)
 
 
 def run_step(step: str, arguments: dict[str, Any], *, metrics: Any, summary: Any) -> tuple[Any, ...]:

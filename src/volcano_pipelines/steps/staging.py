@@ -21,6 +21,7 @@ from volcano_pipelines.transfer.executor import (
     Executor,
     Options,
     Outcome,
+    Result,
 )
 from volcano_pipelines.transfer.plan import (
     DEFAULT_MAX_DELETE,
@@ -36,11 +37,15 @@ from volcano_pipelines.transfer.plan import (
     quoted_path,
     utf8_path,
 )
-from volcano_pipelines.transfer.report import Progress as TransferProgress
-from volcano_pipelines.transfer.report import write_shards
-from volcano_pipelines.transfer.sources import Auth, SourceMissing, open_source, short_error
+from volcano_pipelines.transfer.progress import Progress as TransferProgress
+from volcano_pipelines.transfer.shards import write_shards
+from volcano_pipelines.transfer.sources import (
+    Auth,
+    SourceMissing,
+    open_source,
+    short_error,
+)
 from volcano_pipelines.transfer.urls import Location, parse_dest, parse_source
-
 
 __all__ = [
     "DEFAULT_MAX_DELETE",
@@ -454,7 +459,7 @@ def _execute(
         if executor.interrupted.is_set():
             return True
         if shards:
-            failed = {o.path for o in outcomes if o.result == "failed"}  # all, not the first 100 listed
+            failed = {o.path for o in outcomes if o.result == Result.FAILED}  # all, not the first 100 listed
             present = [e for e in plan.selected if e.path not in failed]
             try:
                 result.shard_manifests = write_shards(root, present, shards)
@@ -469,16 +474,16 @@ def _tally(result: SyncResult, outcomes: list[Outcome]) -> None:
     for o in outcomes:
         if o.attempts > 1:
             result.retried += 1
-        if o.result == "copied":
+        if o.result == Result.COPIED:
             result.copied += 1
             result.bytes_copied += o.bytes
-        elif o.result == "skipped":
+        elif o.result == Result.SKIPPED:
             result.skipped += 1
-        elif o.result == "deleted":
+        elif o.result == Result.DELETED:
             result.deleted += 1
-        elif o.result == "cleaned":
+        elif o.result == Result.CLEANED:
             result.cleaned += 1
-        elif o.result == "interrupted":
+        elif o.result == Result.INTERRUPTED:
             result.interrupted += 1
         else:
             result.failed += 1

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, BinaryIO
 
 from volcano_pipelines.transfer.dest import (
@@ -26,6 +27,7 @@ from volcano_pipelines.transfer.dest import (
     write_all,
 )
 from volcano_pipelines.transfer.plan import (
+    IN_THE_WAY,
     Action,
     Entry,
     Plan,
@@ -40,8 +42,8 @@ log = logging.getLogger(__name__)
 
 CHUNK_SIZE = 8 << 20
 # GlusterFS: each create/rename/setattr is a network round trip through the FUSE client
-# and brick daemon; many small files in flight hide that latency (TESTING.md: temp file +
-# rename with 32 threads is ~3x faster than with 1).
+# and brick daemon; many small files in flight hide that latency (measured on this project's
+# GlusterFS volumes: temp file + rename with 32 threads is ~3x faster than with 1).
 DEFAULT_TRANSFERS = 32
 MAX_ATTEMPTS = 8
 
@@ -58,10 +60,21 @@ class Abandoned(Exception):
     """A second Ctrl-C: the copy in flight stops between chunks (its temporary file goes)."""
 
 
+class Result(str, Enum):
+    """What happened to one planned item (a str, so reports and JSON show the word)."""
+
+    COPIED = "copied"
+    SKIPPED = "skipped"
+    DELETED = "deleted"
+    CLEANED = "cleaned"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"  # not copied: Ctrl-C
+
+
 @dataclass
 class Outcome:
     path: str
-    result: str  # copied | skipped | deleted | cleaned | failed | interrupted (not copied: Ctrl-C)
+    result: Result
     bytes: int = 0
     error: str | None = None
     attempts: int = 1
@@ -148,16 +161,16 @@ class Executor:
     def run(self, plan: Plan) -> list[Outcome]:
         outcomes: list[Outcome] = []
         for item in plan.of(Action.CLEANUP):
-            outcomes.append(self._remove(item, "cleaned"))
+            outcomes.append(self._remove(item, Result.CLEANED))
         for item in plan.of(Action.REJECT):
-            outcomes.append(Outcome(item.path, "failed", error=f"rejected: {item.reason}"))
+            outcomes.append(Outcome(item.path, Result.FAILED, error=f"rejected: {item.reason}"))
         for item in plan.of(Action.SKIP):
-            outcomes.append(Outcome(item.path, "skipped"))
+            outcomes.append(Outcome(item.path, Result.SKIPPED))
         deletes = plan.of(Action.DELETE)
         # A destination file in the way of a source directory goes first.
-        conflicts = [d for d in deletes if d.reason.startswith("a file where")]
+        conflicts = [d for d in deletes if d.reason == IN_THE_WAY]
         for item in conflicts:
-            outcomes.append(self._remove(item, "deleted"))
+            outcomes.append(self._remove(item, Result.DELETED))
         work = plan.of(Action.COPY, Action.COMPARE)
         bad_dirs: dict[str, str] = {}
         for rel_dir in parent_dirs(item.path for item in work):
@@ -179,7 +192,7 @@ class Executor:
         for item in work:
             blocked = next((why for d, why in bad_dirs.items() if item.path.startswith(d + "/")), None)
             if blocked:
-                outcomes.append(Outcome(item.path, "failed", error=f"unsafe destination: {blocked}"))
+                outcomes.append(Outcome(item.path, Result.FAILED, error=f"unsafe destination: {blocked}"))
             else:
                 runnable.append(item)
         runnable = transfer_order(runnable)
@@ -200,7 +213,7 @@ class Executor:
         if not self.stop.is_set() and not self.interrupted.is_set():
             for item in deletes:
                 if item not in conflicts:
-                    outcomes.append(self._remove(item, "deleted"))
+                    outcomes.append(self._remove(item, Result.DELETED))
         return outcomes
 
     def _map(self, pool: ThreadPoolExecutor, items: list[PlanItem]) -> list[Outcome]:
@@ -215,7 +228,7 @@ class Executor:
             try:
                 out.append(future.result())
             except CancelledError:
-                out.append(Outcome(item.path, "interrupted"))
+                out.append(Outcome(item.path, Result.INTERRUPTED))
         return out
 
     def interrupt(self) -> None:
@@ -240,27 +253,27 @@ class Executor:
 
     def _transfer_guarded(self, item: PlanItem) -> Outcome:
         outcome = self._transfer_checked(item)
-        if self.done is not None and outcome.result != "interrupted":
+        if self.done is not None and outcome.result != Result.INTERRUPTED:
             self.done(outcome.path, outcome.result)
         return outcome
 
     def _transfer_checked(self, item: PlanItem) -> Outcome:
         if self.stop.is_set():
-            return Outcome(item.path, "failed", error=f"not attempted: {self.fatal}")
+            return Outcome(item.path, Result.FAILED, error=f"not attempted: {self.fatal}")
         if self.interrupted.is_set():
-            return Outcome(item.path, "interrupted")
+            return Outcome(item.path, Result.INTERRUPTED)
         try:
             return self._transfer(item)
         except Abandoned:
-            return Outcome(item.path, "interrupted")
+            return Outcome(item.path, Result.INTERRUPTED)
         except (DestinationFull, DestinationDenied) as err:
             with self._lock:
                 if self.fatal is None:
                     self.fatal = err
             self.stop.set()
-            return Outcome(item.path, "failed", error=str(err))
+            return Outcome(item.path, Result.FAILED, error=str(err))
         except Exception as err:  # noqa: BLE001 - reported per file
-            return Outcome(item.path, "failed", error=short_error(err))
+            return Outcome(item.path, Result.FAILED, error=short_error(err))
 
     def _transfer(self, item: PlanItem) -> Outcome:
         expected = Entry(item.path, item.size, item.mtime_ms)
@@ -269,19 +282,19 @@ class Executor:
             same = self._same_content(item.path, final)
             if same:
                 self._set_mtime(final, expected.mtime_ms)
-                return Outcome(item.path, "skipped")
+                return Outcome(item.path, Result.SKIPPED)
         last_error = "no attempt"
         for attempt in range(1, self.opts.max_attempts + 1):
             if self.stop.is_set():
-                return Outcome(item.path, "failed", error=f"not attempted: {self.fatal}")
+                return Outcome(item.path, Result.FAILED, error=f"not attempted: {self.fatal}")
             if attempt > 1 and self.interrupted.is_set():
-                return Outcome(item.path, "interrupted")
+                return Outcome(item.path, Result.INTERRUPTED)
             if attempt > 1:
                 # Whatever went wrong, copy what the source holds now, and check against it.
                 expected = self.source.stat(item.path)
             try:
                 written = self._copy_once(expected, final)
-                return Outcome(item.path, "copied", bytes=written, attempts=attempt)
+                return Outcome(item.path, Result.COPIED, bytes=written, attempts=attempt)
             except SourceChanged as err:
                 last_error = f"source changed during copy: {err}"
                 log.warning("%s: %s (attempt %d/%d)", item.path, last_error, attempt, self.opts.max_attempts)
@@ -304,7 +317,7 @@ class Executor:
                 log.warning("%s: %s (attempt %d/%d)", item.path, last_error, attempt, self.opts.max_attempts)
                 # A Ctrl-C ends the wait (the next attempt is then not made).
                 self.interrupted.wait(min(8.0, self.opts.retry_delay * 2 ** (attempt - 1)))
-        return Outcome(item.path, "failed", error=last_error, attempts=attempt)
+        return Outcome(item.path, Result.FAILED, error=last_error, attempts=attempt)
 
     def _same_content(self, rel: str, final: str) -> bool:
         try:
@@ -426,21 +439,21 @@ class Executor:
         ns = mtime_ms * 1_000_000
         os.utime(path, ns=(ns, ns), follow_symlinks=False)
 
-    def _remove(self, item: PlanItem, done: str) -> Outcome:
+    def _remove(self, item: PlanItem, done: Result) -> Outcome:
         if not self.dirs.is_safe_parent(item.path):
-            return Outcome(item.path, "failed", error="not removed: a parent is not a real directory")
+            return Outcome(item.path, Result.FAILED, error="not removed: a parent is not a real directory")
         path = os.path.join(self.root, item.path)
         try:
             os.unlink(path)
         except FileNotFoundError:
             pass
         except IsADirectoryError:
-            return Outcome(item.path, "failed", error="not removed: is a directory")
+            return Outcome(item.path, Result.FAILED, error="not removed: is a directory")
         except OSError as err:
             if err.errno in DENIED_ERRNOS or err.errno in FULL_ERRNOS:
-                return Outcome(item.path, "failed", error=f"not removed: {err.strerror}")
+                return Outcome(item.path, Result.FAILED, error=f"not removed: {err.strerror}")
             raise
-        if done == "deleted":
+        if done == Result.DELETED:
             self._prune_empty_parents(item.path)
         return Outcome(item.path, done)
 

@@ -212,7 +212,20 @@ class _HdfsReader:
         self.close()
 
 
-class HdfsSource:
+class _RootedTree:
+    """A remote source rooted at one path that names a directory or a single file (known after
+    `list`): every protocol maps relative paths to its own the same way."""
+
+    root: str
+    _single: bool | None
+
+    def _abs(self, rel: str) -> str:
+        if self._single or rel == "":
+            return self.root
+        return self.root.rstrip("/") + "/" + rel
+
+
+class HdfsSource(_RootedTree):
     # HDFS files are replaced, not edited in place: one read() returns one version.
     snapshot_reads = True
 
@@ -243,11 +256,6 @@ class HdfsSource:
         except Exception as err:  # noqa: BLE001
             raise ClusterError(f"cannot create an HDFS client for {location.url}: {err}") from err
         self._single: bool | None = None
-
-    def _abs(self, rel: str) -> str:
-        if self._single or rel == "":
-            return self.root
-        return self.root.rstrip("/") + "/" + rel
 
     def list(self) -> tuple[list[Entry], list[tuple[str, str]]]:
         def go() -> tuple[list[Entry], list[tuple[str, str]]]:
@@ -285,7 +293,7 @@ class HdfsSource:
 # ---------------------------------------------------------------------------- fsspec (webhdfs, ...)
 
 
-class FsspecSource:
+class FsspecSource(_RootedTree):
     snapshot_reads = False
 
     def __init__(self, location: Location, auth: Auth) -> None:
@@ -301,7 +309,7 @@ class FsspecSource:
                 host, port = location.authority, str(DEFAULT_WEBHDFS_PORT)
             if not host:
                 raise InputError("src", location.url, "webhdfs://host:port/path")
-            check_reachable_http(host, int(port))
+            check_tcp_reachable(host, int(port))
             options = {"host": host, "port": int(port)}
             if auth.user:
                 options["user"] = auth.user
@@ -313,11 +321,6 @@ class FsspecSource:
             # the file system's constructor, the rest is the path in its own form.
             self.fs, self.root = fsspec.core.url_to_fs(location.url)
         self._single = False
-
-    def _abs(self, rel: str) -> str:
-        if self._single or rel == "":
-            return self.root
-        return self.root.rstrip("/") + "/" + rel
 
     @staticmethod
     def _mtime_ms(info: dict[str, Any]) -> int:
@@ -362,7 +365,7 @@ class FsspecSource:
         pass
 
 
-def check_reachable_http(host: str, port: int) -> None:
+def check_tcp_reachable(host: str, port: int) -> None:
     try:
         with socket.create_connection((host, port), timeout=5.0):
             return

@@ -8,7 +8,6 @@ from urllib.parse import unquote, urlsplit
 
 from volcano_pipelines.errors import InputError
 
-HDFS_SCHEMES = ("hdfs", "viewfs")
 SOURCE_SCHEMES = ("hdfs", "viewfs", "webhdfs", "file")
 # What an error about a source URL says is possible.
 SCHEMES_TEXT = (

@@ -27,7 +27,7 @@ from volcano_pipelines.cli import main
 from volcano_pipelines.steps.staging import sync
 from volcano_pipelines.transfer.executor import Executor, Options
 from volcano_pipelines.transfer.plan import RESERVED_DIR, Action, Entry, build_plan, is_temp_name
-from volcano_pipelines.transfer.report import Progress
+from volcano_pipelines.transfer.progress import Progress
 from volcano_pipelines.transfer.sources import LocalSource
 
 

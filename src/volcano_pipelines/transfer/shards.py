@@ -1,10 +1,10 @@
-"""Progress hooks and the shard manifests written into the destination."""
+"""Shard manifests written into the destination: N lists of files balanced by bytes, one per
+worker (`--shards`), under <root>/.vpipe/shards/."""
 
 from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Sequence
 
 from volcano_pipelines.transfer.dest import remove_temp_files, write_file_atomic
@@ -15,46 +15,9 @@ from volcano_pipelines.transfer.plan import (
     shard_file_name,
 )
 
+__all__ = ["SHARDS_DIR", "write_shards"]
+
 SHARDS_DIR = f"{RESERVED_DIR}/shards"
-
-
-class Progress:
-    """Receives progress from the transfer threads. The default does nothing; front ends
-    subclass it (a bar on a terminal, periodic log lines otherwise). Thread-safe totals."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.files_total = 0
-        self.bytes_total = 0
-        self.files_done = 0
-        self.bytes_done = 0
-
-    def planned(self, summary: str) -> None:
-        """One line on what the run is about to do (after listing and planning)."""
-
-    def start(self, files: int, nbytes: int) -> None:
-        self.files_total, self.bytes_total = files, nbytes
-        self.changed()
-
-    def advance(self, path: str, nbytes: int) -> None:
-        with self.lock:
-            self.bytes_done += nbytes
-        self.changed()
-
-    def file_done(self, path: str, result: str) -> None:
-        with self.lock:
-            self.files_done += 1
-        self.changed()
-
-    def changed(self) -> None:
-        pass
-
-    def stopping(self, message: str) -> None:
-        """One line when Ctrl-C stops the run (called from the SIGINT handler: must not
-        wait for a lock a transfer thread may hold)."""
-
-    def finish(self) -> None:
-        pass
 
 
 def write_shards(root: str, entries: Sequence[Entry], count: int) -> list[str]:
