@@ -7,6 +7,7 @@ How a parameter reaches the command line is encoded as a SPEC word that the cont
 constant run script (`RUN_SCRIPT`) reads in pairs `SPEC VALUE`:
 
     .        VALUE is one word (command words, positionals such as sync's SRC and DST)
+    _        VALUE is one word, left out when empty (an optional positional such as reap's JOB)
     --flag   `--flag VALUE`, left out when VALUE is empty (an optional argument not given)
     ?--flag  `--flag` when VALUE is true (a switch); VALUE must be true or false
     !--flag  `--flag` when VALUE is false (a negated switch such as --no-restart-on-failure)
@@ -127,8 +128,8 @@ def _inputs_for(param: Param, actions: list[argparse.Action]) -> list[Input]:
     for action in actions:
         help_text = param.help or action.help or ""
         default = None if param.required else _text(param.default)
-        if not action.option_strings:  # positional: SRC, DST
-            out.append(Input(_dashes(param.name), ".", default, help_text))
+        if not action.option_strings:  # positional: SRC, DST; optional (nargs ?): reap's JOB
+            out.append(Input(_dashes(param.name), "_" if action.nargs == "?" else ".", default, help_text))
         elif isinstance(action, argparse._StoreTrueAction):
             out.append(Input(_dashes(param.name), "?" + _long_flag(action), default or "false", help_text, BOOL_VALUES))
         elif isinstance(action, argparse._StoreFalseAction):
@@ -159,7 +160,9 @@ def step_command(step: Callable[..., Any], words: Sequence[str], *, required: Se
     for param in params(step):
         if param.name in FIXED_BY_POD:
             continue
-        actions = [a for a in parser._actions if a.dest == param.name or a.dest.startswith(param.name + ":")]
+        # cli/lifecycle.py spells one-pod resources (cpu, memory, gpus) as plain flags with dest plain_<name>.
+        actions = [a for a in parser._actions
+                   if a.dest in (param.name, f"plain_{param.name}") or a.dest.startswith(param.name + ":")]
         if param.name == RUN_ID[0] and actions:
             fixed.append((_long_flag(actions[0]), RUN_ID[1]))
             continue

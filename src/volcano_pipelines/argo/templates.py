@@ -1,6 +1,6 @@
 """The Argo Workflows front end, built with Hera: one WorkflowTemplate per step (a container
 running `vpipe <command> ... --json` in the runtime image), the `train-and-serve` pipeline
-(sync -> train, with an exit handler) and the nightly CronWorkflow. Thin: every parameter,
+(sync -> train -> reap -> tensorboard -> serve, with an exit handler) and the nightly CronWorkflow. Thin: every parameter,
 default and help text comes from the step signatures (argo/inputs.py); see docs/argo.md."""
 
 from __future__ import annotations
@@ -92,6 +92,7 @@ while [ "$n" -gt 0 ]; do
   n=$((n - 1))
   case $spec in
     .) set -- "$@" "$value" ;;
+    _) [ -z "$value" ] || set -- "$@" "$value" ;;
     '?'* | '!'*)
       case $value in
         true | false) ;;
@@ -144,6 +145,9 @@ class StepSpec:
 def _steps() -> dict[str, StepSpec]:
     # From their modules: `from volcano_pipelines.steps import sync` yields the submodule
     # once anything has imported volcano_pipelines.steps.staging (the package attribute wins).
+    from volcano_pipelines.steps.boards import tensorboard
+    from volcano_pipelines.steps.reaping import reap
+    from volcano_pipelines.steps.serving import serve
     from volcano_pipelines.steps.staging import sync
     from volcano_pipelines.steps.train import train_mpi, train_tf
 
@@ -154,6 +158,10 @@ def _steps() -> dict[str, StepSpec]:
             # Argo needs a finite activeDeadlineSeconds (timeout + margin): the timeout is required.
             StepSpec("train-tf", train_tf, ("train", "tf"), required=("timeout",)),
             StepSpec("train-mpi", train_mpi, ("train", "mpi"), required=("timeout",)),
+            # reap waits for its job (a sweep runs until stopped) unless it has a timeout; Argo needs one.
+            StepSpec("reap", reap, ("reap",), required=("timeout",)),
+            StepSpec("tensorboard", tensorboard, ("tensorboard",)),
+            StepSpec("serve", serve, ("serve",)),
         )
     }
 
@@ -253,23 +261,73 @@ def _pipeline_wiring() -> tuple[list[Input], dict[str, str], dict[str, str]]:
     return workflow, sync_args, train_args
 
 
+# The steps after training, in order: (template, workflow parameter prefix, wired arguments,
+# step parameters the pipeline leaves at their template default). Wired: the job train
+# created (its `name` output), the workflow's namespace, the log PVC, object names derived from
+# the model name. Left out: what makes reap a sweep (the pipeline reaps one job), and serve's
+# local model directory (the serve pod does not mount the PVC).
+TRAIN_JOB = tag("tasks.train.outputs.parameters.name")
+LIFECYCLE: tuple[tuple[str, str, dict[str, str], frozenset[str]], ...] = (
+    ("reap", "reap-", {"job": TRAIN_JOB, "namespace": "{{workflow.namespace}}"},
+     frozenset({"selector", "all-namespaces", "group-label", "delete-deployment", "delete-namespace", "once"})),
+    ("tensorboard", "tensorboard-",
+     {"name": "{{workflow.parameters.name}}-tensorboard", "log-pvc": "{{workflow.parameters.log-pvc}}",
+      "namespace": "{{workflow.namespace}}", "job": TRAIN_JOB}, frozenset()),
+    ("serve", "serving-",
+     {"name": "{{workflow.parameters.name}}-serving", "model-name": "{{workflow.parameters.name}}",
+      "pvc": "{{workflow.parameters.log-pvc}}", "namespace": "{{workflow.namespace}}"},
+     frozenset({"model-dir-local", "keep-versions"})),
+)
+# Defaults of lifecycle parameters whose template has none (reap needs a timeout for Argo's deadline).
+LIFECYCLE_DEFAULTS = {"reap-timeout": "600"}
+SERVE_SWITCH = Input("serve-model", "", "true", "serve the exported model with TF Serving after training "
+                     "(false: skip the serve step)", ("true", "false"))
+
+
+def _lifecycle_wiring() -> tuple[list[Input], dict[str, dict[str, str]]]:
+    """Workflow parameters of the lifecycle steps (prefixed per step) and each task's arguments."""
+    workflow: list[Input] = []
+    arguments: dict[str, dict[str, str]] = {}
+    for template_name, prefix, wired, left_out in LIFECYCLE:
+        args = dict(wired)
+        for item in command(STEPS[template_name]).inputs:
+            if item.name in args or item.name in left_out:
+                continue
+            name = prefix + item.name
+            workflow.append(Input(name, item.spec, LIFECYCLE_DEFAULTS.get(name, item.default), item.description,
+                                  item.enum))
+            args[item.name] = tag(f"workflow.parameters.{name}")
+        arguments[template_name] = args
+    if "serve" in arguments:
+        workflow.append(SERVE_SWITCH)
+    return workflow, arguments
+
+
 def _arguments(values: dict[str, str]) -> Arguments:
     return Arguments(parameters=[ParameterModel(name=k, value=v) for k, v in values.items()])
 
 
 def train_and_serve() -> WorkflowTemplate:
-    """sync -> train (TF). reap, tensorboard and serve follow train once those steps exist
-    (the DAG's `depends` chain is where they go). The exit handler reports the workflow's end
-    and, unless it succeeded, deletes the Volcano Jobs of this run (a step killed without its
-    SIGTERM handler, e.g. a lost node, leaves its parameter servers running)."""
+    """sync -> train (TF) -> reap -> tensorboard -> serve (unless serve-model is false). The
+    exit handler reports the workflow's end and, unless it succeeded, deletes the Volcano Jobs
+    of this run (a step killed without its SIGTERM handler, e.g. a lost node, leaves its
+    parameter servers running)."""
     workflow_inputs, sync_args, train_args = _pipeline_wiring()
+    lifecycle_inputs, lifecycle_args = _lifecycle_wiring()
+    workflow_inputs += lifecycle_inputs
     tasks = [
         DAGTask(name="sync", template_ref=TemplateRef(name="vpipe-sync", template="sync"),
                 arguments=_arguments(sync_args)),
         DAGTask(name="train", depends="sync", template_ref=TemplateRef(name="vpipe-train-tf", template="train-tf"),
                 arguments=_arguments(train_args)),
-        # Next: reap (depends: train), tensorboard (depends: train), serve (depends: train).
     ]
+    previous = "train"
+    for template_name, _prefix, _wired, _left_out in LIFECYCLE:
+        when = f"{{{{workflow.parameters.{SERVE_SWITCH.name}}}}} == true" if template_name == "serve" else None
+        tasks.append(DAGTask(name=template_name, depends=previous, when=when,
+                             template_ref=TemplateRef(name=f"vpipe-{template_name}", template=template_name),
+                             arguments=_arguments(lifecycle_args[template_name])))
+        previous = template_name
     outputs = [
         ParameterModel(name=name, value_from=ValueFromModel(parameter=tag(f"tasks.train.outputs.parameters.{name}")))
         for name in ("result", "phase", "succeeded")

@@ -20,6 +20,9 @@ COMPONENT_FILES = {
     "train_tf": "components/train_tf.yaml",
     "train_mpi": "components/train_mpi.yaml",
     "finish_run": "components/finish_run.yaml",
+    "reap": "components/reap.yaml",
+    "tensorboard": "components/tensorboard.yaml",
+    "serve": "components/serve.yaml",
 }
 PIPELINE_FILES = {"tf": "pipelines/train-and-serve.yaml", "mpi": "pipelines/train-and-serve-mpi.yaml"}
 

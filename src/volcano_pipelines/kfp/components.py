@@ -15,7 +15,8 @@ from volcano_pipelines.kfp.generate import component_source
 from volcano_pipelines.kfp.runtime import step_function
 from volcano_pipelines.kfp.specs import COMPONENTS, RUNTIME_IMAGE, ComponentSource
 
-__all__ = ["ALL", "build", "define", "finish_run", "source_of", "sync", "train_mpi", "train_tf"]
+__all__ = ["ALL", "build", "define", "finish_run", "reap", "serve", "source_of", "sync", "tensorboard", "train_mpi",
+           "train_tf"]
 
 # What the module KFP writes into the pod starts with (kfp.dsl.component_factory): the
 # generated annotations (Output[Metrics], NamedTuple(...), Optional[...]) rely on these names.
@@ -51,5 +52,9 @@ sync = build(COMPONENTS["sync"])
 train_tf = build(COMPONENTS["train_tf"])
 train_mpi = build(COMPONENTS["train_mpi"])
 finish_run = build(COMPONENTS["finish_run"])
+reap = build(COMPONENTS["reap"])
+tensorboard = build(COMPONENTS["tensorboard"])
+serve = build(COMPONENTS["serve"])
 
-ALL: dict[str, PythonComponent] = {"sync": sync, "train_tf": train_tf, "train_mpi": train_mpi, "finish_run": finish_run}
+ALL: dict[str, PythonComponent] = {"sync": sync, "train_tf": train_tf, "train_mpi": train_mpi, "finish_run": finish_run,
+                                   "reap": reap, "tensorboard": tensorboard, "serve": serve}

@@ -1,11 +1,14 @@
-"""The end-to-end pipelines: `train-and-serve` (sync -> train tf) and `train-and-serve-mpi`
-(sync -> train mpi), inside an exit handler that reports and cleans up. Each pipeline
-parameter mirrors one step parameter and takes its type, default and help from the step's
-signature (steps/params.py); only the wiring is written here.
+"""The end-to-end pipelines, inside an exit handler that reports and cleans up:
 
-Not built yet (DESIGN.md): reap, tensorboard, serve. They follow `train` inside the exit
-handler (see `_body`, "the seam"); the train task's outputs (job_name, job_namespace, result)
-are what they will take."""
+    train-and-serve      sync -> train tf  -> reap -> tensorboard -> serve (serve_model)
+    train-and-serve-mpi  sync -> train mpi -> tensorboard
+
+MPI has no reap: Volcano ends an MPI job itself when its mpimaster completes (the job's
+CompleteJob policy) and nothing like a parameter server outlives it. It has no serve either:
+an MPI job runs an arbitrary command with no export contract (serve needs a TF SavedModel
+under <log PVC>/export/<model>/<version>/). Each pipeline parameter mirrors one step
+parameter and takes its type, default and help from the step's signature (steps/params.py);
+only the wiring is written here."""
 
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ from volcano_pipelines.kfp.runtime import step_function
 from volcano_pipelines.kfp.specs import COMPONENTS
 from volcano_pipelines.steps.params import Param, params
 
-__all__ = ["DATA_MOUNT", "KINDS", "PIPELINE_NAMES", "Input", "inputs_of", "pipeline_parameter", "train_and_serve"]
+__all__ = ["DATA_MOUNT", "KINDS", "PIPELINE_NAMES", "SERVING_SUFFIX", "TENSORBOARD_SUFFIX", "Input", "inputs_of",
+           "pipeline_parameter", "steps_after_training", "train_and_serve"]
 
 # Where the sync step pod mounts the data PVC (and so where it writes the dataset).
 DATA_MOUNT = "/data"
@@ -47,17 +51,53 @@ class Input:
     feeds: tuple[tuple[str, str], ...]
     help: str = ""
     required: bool = False
+    switch: bool = False  # a pipeline-only on/off (bool, default true) that feeds no step parameter
 
 
 # Training parameters a pipeline run takes as they are (same name, type, default and help as
 # the step's); the job's identity (run_id), name and data PVC are wired by the pipeline.
-_JOB = ("code_url", "code_sha256", "entry", "gpus", "cpu", "memory", "queue", "priority_class", "log_pvc", "data_dir",
+_JOB = ("code_url", "code_sha256", "entry", "gpus", "cpu", "memory", "queue", "priority_class", "data_dir",
         "env", "pod_labels", "node_selector", "tolerations", "image_pull_secrets", "service_account", "max_retry",
         "ttl", "on_cancel")
 _SHAPE = {"train_tf": ("workers", "ps", "args"), "train_mpi": ("workers", "slots_per_worker", "command", "mpiexec_args")}
 
 
-def _train_inputs(train: str) -> tuple[Input, ...]:
+# What a pipeline names the objects the lifecycle steps create: the model name plus a suffix
+# (the training job is named like the model; Volcano gives it a Service of that name too).
+TENSORBOARD_SUFFIX = "-tensorboard"
+SERVING_SUFFIX = "-serving"
+_AFTER = {"tf": ("reap", "tensorboard", "serve"), "mpi": ("tensorboard",)}
+
+
+def _lifecycle_inputs(kind: str) -> tuple[Input, ...]:
+    steps = _AFTER[kind]
+    board = (
+        Input("tensorboard_logdir", (("tensorboard", "logdir"),),
+              "sub-path of the log PVC that TensorBoard reads (default: the PVC's root)"),
+        Input("tensorboard_service_type", (("tensorboard", "service_type"),)),
+        Input("tensorboard_ingress_path", (("tensorboard", "ingress_path"),)),
+        Input("tensorboard_image", (("tensorboard", "image"),)),
+        Input("tensorboard_timeout", (("tensorboard", "timeout"),)),
+    )
+    reap = (Input("reap_grace", (("reap", "grace"),)),) if "reap" in steps else ()
+    serve = (
+        Input("serve_model", (), "serve the exported model with TF Serving after training (false: skip the serve step)",
+              switch=True),
+        Input("serving_model_path", (("serve", "model_path"),),
+              "the model's base path on the log PVC, holding numbered versions (default: export/<model_name>)"),
+        Input("serving_image", (("serve", "image"),)),
+        Input("serving_replicas", (("serve", "replicas"),)),
+        Input("serving_cpu", (("serve", "cpu"),)),
+        Input("serving_memory", (("serve", "memory"),)),
+        Input("serving_version_policy", (("serve", "version_policy"),)),
+        Input("serving_smoke_payload", (("serve", "smoke_payload"),)),
+        Input("serving_timeout", (("serve", "timeout"),)),
+    ) if "serve" in steps else ()
+    return reap + board + serve
+
+
+def _train_inputs(train: str, after: tuple[str, ...]) -> tuple[Input, ...]:
+    log_pvc = {"tensorboard": ("tensorboard", "log_pvc"), "serve": ("serve", "pvc")}
     return (
         Input("model_name", ((train, "name"),),
               "name of the model; the training job is named after it (DNS label; pods are <name>-<task>-<index>)"),
@@ -68,9 +108,13 @@ def _train_inputs(train: str) -> tuple[Input, ...]:
               required=True),
         Input("image", ((train, "image"),), "image of the training pods", required=True),
         *(Input(name, ((train, name),)) for name in _SHAPE[train] + _JOB),
+        Input("log_pvc", ((train, "log_pvc"), *(log_pvc[step] for step in after if step in log_pvc)),
+              "PVC for logs, checkpoints and the exported model (every training task); TensorBoard reads it"
+              + (", TF Serving serves <log_pvc>/export/<model_name>/" if "serve" in after else ""),
+              required=True),
         Input("namespace", ((train, "namespace"), ("finish_run", "namespace")),
               "namespace of the training job (empty: the namespace the pipeline runs in)"),
-        Input("kubeconfig", ((train, "kubeconfig"), ("finish_run", "kubeconfig")),
+        Input("kubeconfig", ((train, "kubeconfig"), ("finish_run", "kubeconfig"), *((step, "kubeconfig") for step in after)),
               "kubeconfig file in the step pod; empty: the step pod's in-cluster identity (the normal case)"),
         Input("sync_include", (("sync", "include"),), "sync only files matching these globs ('**' crosses directories)"),
         Input("sync_exclude", (("sync", "exclude"),), "skip files matching these globs"),
@@ -83,7 +127,12 @@ def _train_inputs(train: str) -> tuple[Input, ...]:
 
 
 def inputs_of(kind: str) -> tuple[Input, ...]:
-    return _train_inputs("train_tf" if kind == "tf" else "train_mpi")
+    return _train_inputs("train_tf" if kind == "tf" else "train_mpi", _AFTER[kind]) + _lifecycle_inputs(kind)
+
+
+def steps_after_training(kind: str) -> tuple[str, ...]:
+    """The lifecycle steps a pipeline runs after training, in order."""
+    return _AFTER[kind]
 
 
 def _step_param(component: str, name: str) -> Param:
@@ -99,9 +148,11 @@ def pipeline_parameter(item: Input) -> tuple[inspect.Parameter, str]:
     None). A number that may be None cannot be a pipeline parameter: KFP has no "no value"
     for it (kfp.local refuses an optional parameter without a default) and 0 may be a real
     value; such a step argument is a compile-time option of the pipeline (e.g. `timeout`)."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    if item.switch:
+        return inspect.Parameter(item.name, kind, annotation=bool, default=True), item.help
     param = _step_param(*item.feeds[0])
     base, _ = kfp_type(param.annotation)
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     help_text = item.help or param.help
     if item.required or param.required:
         return inspect.Parameter(item.name, kind, annotation=_TYPES[base]), help_text
@@ -124,10 +175,11 @@ def _feeding(inputs: tuple[Input, ...], values: Mapping[str, Any], component: st
 
 
 def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_mount: str,
-          step_pod: platform.StepPod, fixed: Mapping[str, Any], retries: int) -> None:
+          step_pod: platform.StepPod, fixed: Mapping[str, Any], retries: int, tensorboard_ttl: float | None) -> None:
     train_name = "train_tf" if kind == "tf" else "train_mpi"
     finish = components.finish_run(run_id=RUN_ID, **_feeding(inputs, values, "finish_run"))
     finish.set_display_name("report and clean up")
+    tasks = [finish]
     with dsl.ExitHandler(finish, name=PIPELINE_NAMES[kind]):
         staged = components.sync(dst=data_mount, **_feeding(inputs, values, "sync"))
         staged.set_display_name("sync dataset")
@@ -135,25 +187,55 @@ def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_
         train = components.ALL[train_name](run_id=RUN_ID, **fixed, **_feeding(inputs, values, train_name))
         train.set_display_name(f"train ({kind})")
         train.after(staged)
-        for task in (staged, train):
+        tasks += [staged, train]
+        # The lifecycle steps act on the job train created: its name and namespace come from
+        # train's outputs (the namespace train resolved, also when the parameter was empty).
+        job, namespace = train.outputs["job_name"], train.outputs["job_namespace"]
+        previous = train
+        for step in _AFTER[kind]:
+            wired: dict[str, Any] = {"namespace": namespace}
+            if step == "reap":
+                wired["job"] = job
+                display = "reap parameter servers"
+            elif step == "tensorboard":
+                wired.update(name=f"{values['model_name']}{TENSORBOARD_SUFFIX}", run_id=RUN_ID)
+                # Tied to the training job (deleted with it), or living for a TTL (the reap sweeper ends it).
+                wired.update({"job": job} if tensorboard_ttl is None else {"ttl": float(tensorboard_ttl)})
+                display = "tensorboard"
+            else:
+                wired.update(name=f"{values['model_name']}{SERVING_SUFFIX}", model_name=values["model_name"],
+                             run_id=RUN_ID)
+                display = "serve the model"
+            arguments = {**wired, **_feeding(inputs, values, step)}
+            if step == "serve":
+                with dsl.If(values["serve_model"] == True, name="serve_model"):  # noqa: E712 - a pipeline condition
+                    task = components.ALL[step](**arguments)
+            else:
+                task = components.ALL[step](**arguments)
+            task.set_display_name(display)
+            task.after(previous)
+            tasks.append(task)
+            previous = task
+        for task in tasks[1:]:
             if retries:
                 task.set_retry(num_retries=retries, backoff_duration="30s")
-        # The seam: reap, tensorboard and serve (not built yet) go here, after `train`, taking
-        # train.outputs["job_name"], ["job_namespace"] and ["result"].
-    for task in (finish, staged, train):
+    for task in tasks:
         platform.shape(task, step_pod)
-        # Never cached: a cached sync would skip new data, a cached train would skip training.
+        # Never cached: a cached sync would skip new data, a cached train would skip training,
+        # a cached serve would not roll out the new model.
         task.set_caching_options(False)
 
 
 def train_and_serve(kind: str = "tf", *, data_mount: str = DATA_MOUNT, step_pod: platform.StepPod | None = None,
-                    timeout: float | None = None, step_retries: int = STEP_RETRIES) -> GraphComponent:
+                    timeout: float | None = None, step_retries: int = STEP_RETRIES,
+                    tensorboard_ttl: float | None = None) -> GraphComponent:
     """The pipeline for `kind` (tf or mpi). `data_mount` is where the sync step writes (the
     data PVC's mount point in its pod); tests that run the pipeline locally point it at a
     temporary directory. `step_pod` shapes every step pod (pull secrets, node selector).
     `timeout` (seconds) bounds the training step: the job is aborted and the run fails.
-    `step_retries`: how often a failed sync / train step pod is retried (each retry attaches
-    to what the first attempt started)."""
+    `step_retries`: how often a failed step pod is retried (each retry attaches to what the
+    first attempt started; reap, tensorboard and serve apply idempotently).
+    `tensorboard_ttl` (seconds): TensorBoard lives this long instead of as long as the job."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
     inputs = inputs_of(kind)
@@ -163,10 +245,13 @@ def train_and_serve(kind: str = "tf", *, data_mount: str = DATA_MOUNT, step_pod:
 
     def pipeline_func(*args: Any, **kwargs: Any) -> None:
         bound = signature.bind(*args, **kwargs)  # KFP passes the parameters positionally
-        _body(kind, inputs, bound.arguments, data_mount, pod, fixed, step_retries)
+        _body(kind, inputs, bound.arguments, data_mount, pod, fixed, step_retries, tensorboard_ttl)
 
     train = COMPONENTS["train_tf" if kind == "tf" else "train_mpi"]
-    description = (f"Stage a dataset into a PVC, then {train.summary[0].lower()}{train.summary[1:]} "
+    after = {"tf": "Then reap lingering parameter servers, start TensorBoard over the logs and serve the exported "
+                   "model with TF Serving. ",
+             "mpi": "Then start TensorBoard over the logs. "}[kind]
+    description = (f"Stage a dataset into a PVC, then {train.summary[0].lower()}{train.summary[1:]} {after}"
                    "An exit handler reports the run and cleans up its job when the run fails.")
     pipeline_func.__name__ = PIPELINE_NAMES[kind].replace("-", "_")
     pipeline_func.__signature__ = signature  # type: ignore[attr-defined]

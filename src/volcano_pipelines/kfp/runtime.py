@@ -21,6 +21,8 @@ from volcano_pipelines.steps.params import params
 __all__ = ["outputs_of", "run_step", "step_arguments", "step_function"]
 
 log = logging.getLogger("volcano_pipelines.kfp")
+# Steps whose result says `succeeded`; like `vpipe reap|tensorboard|serve`, the step fails when it did not.
+LIFECYCLE_STEPS = ("reap", "tensorboard", "serve")
 
 
 def step_function(step: str) -> Callable[..., Any]:
@@ -52,6 +54,8 @@ def step_arguments(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> dict
             value = _integral(value)
         elif base == "dict" and isinstance(value, Mapping) and param.annotation.replace(" | None", "").endswith("int]"):
             value = {key: _integral(item) for key, item in value.items()}
+        elif base == "list" and isinstance(value, list) and param.annotation.replace(" | None", "").endswith("[int]"):
+            value = [_integral(item) for item in value]  # serve's versions
         out[param.name] = value
     return out
 
@@ -72,6 +76,17 @@ def outputs_of(step: str, result: Any) -> dict[str, Any]:
     if step == "finish_run":
         return {"pipeline_state": result.pipeline_state, "job_phase": result.job_phase, "cleanup": result.cleanup,
                 "result": result.to_dict()}
+    if step == "reap":
+        return {"succeeded": result.succeeded, "ps_linger_seconds": float(result.ps_linger_seconds or 0.0),
+                "message": result.message or "", "result": result.to_dict()}
+    if step == "tensorboard":
+        return {"url": result.url or "", "name": result.name, "namespace": result.namespace, "ready": result.ready,
+                "result": result.to_dict()}
+    if step == "serve":
+        # KFP has no "no value" for an int output: -1 stands for "no version served".
+        return {"rest_endpoint": result.rest_endpoint or "", "grpc_endpoint": result.grpc_endpoint or "",
+                "version": -1 if result.version is None else result.version, "succeeded": result.succeeded,
+                "result": result.to_dict()}
     raise KeyError(step)
 
 
@@ -82,6 +97,12 @@ def _report(step: str, result: Any, metrics: Any, summary: Any) -> None:
     elif step == "finish_run":
         numbers = summaries.train_metrics(data["job"]) if data.get("job") else {}
         text = summaries.finish_markdown(data)
+    elif step == "reap":
+        numbers, text = summaries.reap_metrics(data), summaries.reap_markdown(data)
+    elif step == "tensorboard":
+        numbers, text = {}, summaries.tensorboard_markdown(data)
+    elif step == "serve":
+        numbers, text = summaries.serve_metrics(data), summaries.serve_markdown(data)
     else:
         numbers, text = summaries.train_metrics(data), summaries.train_markdown(data)
     for name, value in numbers.items():
@@ -144,5 +165,8 @@ def run_step(step: str, arguments: dict[str, Any], *, metrics: Any, summary: Any
     if step in ("train_tf", "train_mpi") and kwargs.get("wait", True) and not result.succeeded:
         # Only a job that ran to its end (or was given up on) fails the step; wait=false returns early.
         _fail(result.message or f"job {result.namespace}/{result.name} ended {result.phase}", WorkFailed.exit_code)
+    if step in LIFECYCLE_STEPS and not result.succeeded:
+        # As the CLI: a job whose pods failed, TensorBoard not ready, a model not served (rolled back).
+        _fail(result.message or f"{step} did not succeed", WorkFailed.exit_code)
     values = outputs_of(step, result)
     return tuple(values[name] for name, _, _ in spec.outputs)

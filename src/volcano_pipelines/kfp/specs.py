@@ -36,6 +36,9 @@ STEP_FUNCTIONS = {
     "train_tf": "volcano_pipelines.steps.train:train_tf",
     "train_mpi": "volcano_pipelines.steps.train:train_mpi",
     "finish_run": "volcano_pipelines.steps.finish:finish_run",
+    "reap": "volcano_pipelines.steps.reaping:reap",
+    "tensorboard": "volcano_pipelines.steps.boards:tensorboard",
+    "serve": "volcano_pipelines.steps.serving:serve",
 }
 
 _TRAIN_OUTPUTS = (
@@ -85,5 +88,40 @@ COMPONENTS: dict[str, ComponentSource] = {
         ),
         extra_inputs=(("status", "PipelineTaskFinalStatus", "the final status of the pipeline's tasks (set by KFP)"),),
         skip=frozenset({"pipeline_state", "error_message"}),
+    ),
+    "reap": ComponentSource(
+        "reap", "reap",
+        "Finish a training job whose parameter servers still run after the completion task succeeded "
+        "(a CompleteJob Command after the grace period) and report how long they lingered; or sweep a selector.",
+        (
+            ("succeeded", "bool", "the job ended (or had nothing to reap); false: its pods failed or the step timed out"),
+            ("ps_linger_seconds", "float", "how long the parameter servers outlived the completion task (0 when unknown)"),
+            ("message", "str", "what the step did"),
+            ("result", "dict", "the whole step result (ReapResult.to_dict())"),
+        ),
+    ),
+    "tensorboard": ComponentSource(
+        "tensorboard", "tensorboard",
+        "Start (or update) TensorBoard over the training logs on the log PVC and report the URL to open; "
+        "it lives as long as the training job, or for a TTL.",
+        (
+            ("url", "str", "the URL to open (Ingress, else node port, else in-cluster)"),
+            ("name", "str", "name of the TensorBoard Deployment and Service"),
+            ("namespace", "str", "namespace of TensorBoard"),
+            ("ready", "bool", "TensorBoard is ready"),
+            ("result", "dict", "the whole step result (TensorboardResult.to_dict())"),
+        ),
+    ),
+    "serve": ComponentSource(
+        "serve", "serve",
+        "Serve the exported model (<PVC>/export/<model>/<version>/) with TF Serving and wait until the "
+        "version is AVAILABLE; roll back and fail when the rollout or the smoke test fails.",
+        (
+            ("rest_endpoint", "str", "in-cluster REST URL of the model"),
+            ("grpc_endpoint", "str", "in-cluster gRPC host:port"),
+            ("version", "int", "the newest version served (-1 when none, e.g. a dry run)"),
+            ("succeeded", "bool", "the model is served"),
+            ("result", "dict", "the whole step result (ServeResult.to_dict())"),
+        ),
     ),
 }

@@ -7,10 +7,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["error_markdown", "finish_markdown", "sync_markdown", "sync_metrics", "train_markdown", "train_metrics"]
+__all__ = ["error_markdown", "finish_markdown", "reap_markdown", "reap_metrics", "serve_markdown", "serve_metrics",
+           "sync_markdown", "sync_metrics", "tensorboard_markdown", "train_markdown", "train_metrics"]
 
-# Later steps (tensorboard, serve) add their links here; until they exist the summary says so.
-NOT_YET = "TensorBoard and model serving are not part of this pipeline yet."
+# The training summary points at the steps that follow it (where a pipeline has them).
+AFTER_TRAINING = "TensorBoard's URL and the serving endpoints are in the summaries of the tensorboard and serve steps."
 TASK_STATES = ("pending", "running", "succeeded", "failed")
 
 
@@ -100,7 +101,7 @@ def train_markdown(result: Mapping[str, Any]) -> str:
     missing = result.get("missing") or []
     if missing:
         lines += ["", "### Not available", ""] + [f"- {_cell(item)}" for item in missing]
-    lines += ["", NOT_YET]
+    lines += ["", AFTER_TRAINING]
     return "\n".join(lines) + "\n"
 
 
@@ -143,4 +144,79 @@ def finish_markdown(report: Mapping[str, Any]) -> str:
         lines += [""] + train_markdown(job).rstrip("\n").replace("## ", "### ", 1).splitlines()
     else:
         lines += ["", "The run has no training job (it ended before training started)."]
+    return "\n".join(lines) + "\n"
+
+
+def reap_metrics(result: Mapping[str, Any]) -> dict[str, float]:
+    """How long the parameter servers outlived the completion task (when the step saw it end)."""
+    out: dict[str, float] = {"jobs_reaped": float(len(result.get("reaped") or []))}
+    if result.get("ps_linger_seconds") is not None:
+        out["ps_linger_seconds"] = float(result["ps_linger_seconds"])
+    return out
+
+
+def _units(title: str, units: list[Mapping[str, Any]]) -> list[str]:
+    if not units:
+        return []
+    lines = ["", f"### {title}", "", "| job | action | reason | parameter servers outlived the completion task by |",
+             "|---|---|---|---|"]
+    for unit in units:
+        lines.append(f"| {_cell(unit.get('namespace'))}/{_cell(unit.get('name'))} | {_cell(unit.get('action'))} | "
+                     f"{_cell(unit.get('reason'))} | {_cell(_seconds(unit.get('linger_seconds')))} |")
+    return lines
+
+
+def reap_markdown(result: Mapping[str, Any]) -> str:
+    verdict = "ok" if result.get("succeeded") else "did not succeed"
+    lines = [f"## Reap {_cell(result.get('scope'))}: {verdict}", ""]
+    lines += _table([("message", result.get("message")),
+                     ("parameter servers outlived the completion task by", _seconds(result.get("ps_linger_seconds"))),
+                     ("dry run", "yes" if result.get("dry_run") else None)])
+    lines += _units("Reaped", result.get("reaped") or [])
+    lines += _units("Failed (never reaped)", result.get("failed") or [])
+    lines += _units("Waiting", result.get("waiting") or [])
+    return "\n".join(lines) + "\n"
+
+
+def _link(url: Any) -> str | None:
+    return None if not url else f"[{_cell(url)}]({_cell(url)})"
+
+
+def tensorboard_markdown(result: Mapping[str, Any]) -> str:
+    """The URL to open first, then every other way in."""
+    state = "ready" if result.get("ready") else "not ready"
+    lines = [f"## TensorBoard `{_cell(result.get('namespace'))}/{_cell(result.get('name'))}`: {state}", ""]
+    lines += _table([
+        ("open", _link(result.get("url"))),
+        *((f"URL ({kind})", _link(url)) for kind, url in sorted((result.get("urls") or {}).items())),
+        ("lives as long as the job", result.get("owner_job")),
+        ("expires at", result.get("expires_at")),
+        ("message", result.get("message")),
+    ])
+    return "\n".join(lines) + "\n"
+
+
+def serve_metrics(result: Mapping[str, Any]) -> dict[str, float]:
+    return {} if result.get("version") is None else {"served_version": float(result["version"])}
+
+
+def serve_markdown(result: Mapping[str, Any]) -> str:
+    """The endpoints and the served version; the smoke test and a rollback when there were any."""
+    verdict = "served" if result.get("succeeded") else "NOT served"
+    lines = [f"## Model `{_cell(result.get('model_name'))}` "
+             f"(`{_cell(result.get('namespace'))}/{_cell(result.get('name'))}`): {verdict}", ""]
+    smoke = result.get("smoke_test")
+    versions = result.get("served_versions") or []
+    lines += _table([
+        ("REST endpoint", result.get("rest_endpoint") and f"`{_cell(result.get('rest_endpoint'))}`"),
+        ("gRPC endpoint", result.get("grpc_endpoint") and f"`{_cell(result.get('grpc_endpoint'))}`"),
+        ("version", result.get("version")),
+        ("versions served", ", ".join(str(v) for v in versions) if versions else None),
+        ("smoke test", None if not smoke else f"{'ok' if smoke.get('ok') else 'failed'} (HTTP {smoke.get('status')})"),
+        ("rolled back", "yes" if result.get("rolled_back") else None),
+        ("message", result.get("message")),
+    ])
+    warnings = result.get("warnings") or []
+    if warnings:
+        lines += ["", "### Warnings", ""] + [f"- {_cell(item)}" for item in warnings]
     return "\n".join(lines) + "\n"

@@ -33,9 +33,11 @@ def test_committed_argo_yaml_is_fresh(path: str) -> None:
 
 def test_artifacts_are_the_argo_files() -> None:
     assert set(ARTIFACTS) == {f"pipelines/argo/{n}.yaml" for n in (
-        "sync", "train-tf", "train-mpi", "train-and-serve", "nightly-retrain", "kustomization")}
+        "sync", "train-tf", "train-mpi", "reap", "tensorboard", "serve", "train-and-serve", "nightly-retrain",
+        "kustomization")}
     kustomization = yaml.safe_load(ARTIFACTS["pipelines/argo/kustomization.yaml"])
-    assert kustomization["resources"] == ["sync.yaml", "train-and-serve.yaml", "train-mpi.yaml", "train-tf.yaml"]
+    assert kustomization["resources"] == ["reap.yaml", "serve.yaml", "sync.yaml", "tensorboard.yaml", "train-and-serve.yaml",
+                                          "train-mpi.yaml", "train-tf.yaml"]
 
 
 # --- parameters come from the step signatures -----------------------------------------------
@@ -234,7 +236,9 @@ def test_train_and_serve_wires_every_required_input() -> None:
     assert _references(json.dumps(pipeline), "workflow") <= set(declared)
     main = template(pipeline, "main")
     tasks = {t["name"]: t for t in main["dag"]["tasks"]}
-    assert tasks["train"]["depends"] == "sync"
+    # The chain: sync -> train -> reap -> tensorboard -> serve.
+    assert list(tasks) == ["sync", "train", "reap", "tensorboard", "serve"]
+    assert [tasks[n].get("depends") for n in tasks] == [None, "sync", "train", "reap", "tensorboard"]
     for task in tasks.values():
         ref = task["templateRef"]
         target = template(load(f"{ref['template']}.yaml"), ref["template"])
@@ -251,6 +255,51 @@ def test_train_and_serve_wires_every_required_input() -> None:
     assert train_args["namespace"] == "{{workflow.namespace}}"
     assert declared["data-pvc"]["value"] == "vpipe-data" and declared["log-pvc"]["value"] == "vpipe-logs"
     assert "value" not in declared["sync-src"] and "value" not in declared["timeout"]
+    # The lifecycle steps act on the job train created, in the workflow's namespace, on the log PVC.
+    args = {name: {p["name"]: p["value"] for p in tasks[name]["arguments"]["parameters"]}
+            for name in ("reap", "tensorboard", "serve")}
+    job = "{{tasks.train.outputs.parameters.name}}"
+    assert args["reap"]["job"] == args["tensorboard"]["job"] == job
+    assert {a["namespace"] for a in args.values()} == {"{{workflow.namespace}}"}
+    assert args["tensorboard"]["log-pvc"] == args["serve"]["pvc"] == "{{workflow.parameters.log-pvc}}"
+    assert args["serve"]["model-name"] == "{{workflow.parameters.name}}"
+    assert args["tensorboard"]["name"] == "{{workflow.parameters.name}}-tensorboard"
+    assert "selector" not in args["reap"] and "once" not in args["reap"]
+    assert tasks["serve"]["when"] == "{{workflow.parameters.serve-model}} == true"
+    assert declared["serve-model"]["value"] == "true" and declared["serve-model"]["enum"] == ["true", "false"]
+    assert declared["reap-timeout"]["value"] == "600"
+
+
+@pytest.mark.parametrize(("prefix", "step"), [("reap-", "reap"), ("tensorboard-", "tensorboard"), ("serving-", "serve")])
+def test_lifecycle_workflow_parameters_carry_the_signature_defaults(prefix: str, step: str) -> None:
+    """Every lifecycle step parameter the pipeline does not wire is a workflow parameter with
+    the template's default (itself the signature's: the test above)."""
+    declared = {p["name"]: p for p in load("train-and-serve.yaml")["spec"]["arguments"]["parameters"]}
+    inputs = {p["name"]: p for p in template(load(f"{step}.yaml"))["inputs"]["parameters"]}
+    wired = next(w for name, _, w, _ in templates.LIFECYCLE if name == step)
+    left_out = next(lo for name, _, _, lo in templates.LIFECYCLE if name == step)
+    for name, param in inputs.items():
+        if name in wired or name in left_out:
+            continue
+        given = declared[prefix + name]
+        expected = templates.LIFECYCLE_DEFAULTS.get(prefix + name, param.get("default"))
+        assert given.get("value") == expected, name
+        assert given.get("description") == param.get("description"), name
+
+
+def test_reap_job_is_left_out_when_empty(tmp_path: Path) -> None:
+    """reap's JOB is an optional positional: an empty one is not passed (it would be a job
+    named ''), a given one is. Both runs stop at input checking, before any cluster call."""
+    tmpl = template(load("reap.yaml"))
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "given").mkdir()
+    empty = local_run.run(tmpl, {"timeout": "5", "job": ""}, tmp_path / "empty")
+    assert empty.returncode == 2, empty.stderr
+    assert "either a job name or a selector (not both, not neither)" in empty.stderr
+    assert "JOB=None" in empty.stderr  # not JOB='' : the word was left out
+    given = local_run.run(tmpl, {"timeout": "5", "job": "mnist", "selector": "app=x"}, tmp_path / "given")
+    assert given.returncode == 2, given.stderr
+    assert "JOB='mnist'" in given.stderr
 
 
 def test_exit_handler_reports_and_cleans_up_only_on_failure() -> None:
@@ -277,7 +326,7 @@ def test_nightly_cron_workflow() -> None:
 
 
 def test_every_object_runs_as_the_pipeline_service_account() -> None:
-    for name in ("sync", "train-tf", "train-mpi", "train-and-serve"):
+    for name in ("sync", "train-tf", "train-mpi", "reap", "tensorboard", "serve", "train-and-serve"):
         assert load(f"{name}.yaml")["spec"]["serviceAccountName"] == templates.SERVICE_ACCOUNT
         for tmpl in load(f"{name}.yaml")["spec"]["templates"]:
             if "container" in tmpl:

@@ -26,7 +26,8 @@ def rendered() -> dict[str, str]:
 
 def test_artifact_paths(rendered: dict[str, str]) -> None:
     assert set(rendered) == {"components/sync.yaml", "components/train_tf.yaml", "components/train_mpi.yaml",
-                             "components/finish_run.yaml", "pipelines/train-and-serve.yaml",
+                             "components/finish_run.yaml", "components/reap.yaml", "components/tensorboard.yaml",
+                             "components/serve.yaml", "pipelines/train-and-serve.yaml",
                              "pipelines/train-and-serve-mpi.yaml"}
     assert all(text.startswith(kfp_compile.HEADER) for text in rendered.values())
 

@@ -38,6 +38,9 @@ def test_pipeline_parameters_take_the_steps_defaults(kind: str) -> None:
     spec, _ = _compiled(kind)
     given = spec["root"]["inputDefinitions"]["parameters"]
     for item in pipelines.inputs_of(kind):
+        if item.switch:
+            assert given[item.name]["defaultValue"] is True and given[item.name]["parameterType"] == "BOOLEAN"
+            continue
         component, name = item.feeds[0]
         param = next(p for p in params(step_function(COMPONENTS[component].step)) if p.name == name)
         base, _ = kfp_type(param.annotation)
@@ -63,7 +66,10 @@ def test_wiring(kind: str) -> None:
     spec, platform = _compiled(kind)
     tasks = _tasks(spec)
     train_task = "train-tf" if kind == "tf" else "train-mpi"
-    assert set(tasks) == {"exit-handler-1", "finish-run", "sync", train_task}
+    after = pipelines.steps_after_training(kind)
+    assert after == {"tf": ("reap", "tensorboard", "serve"), "mpi": ("tensorboard",)}[kind]
+    conditions = {"condition-2"} if "serve" in after else set()
+    assert set(tasks) == {"exit-handler-1", "finish-run", "sync", train_task, *after, *conditions}
     # One run identity for the job and the exit handler: the KFP run id.
     train_inputs = tasks[train_task]["inputs"]["parameters"]
     assert train_inputs["run_id"]["runtimeValue"]["constant"] == RUN_ID
@@ -85,8 +91,57 @@ def test_wiring(kind: str) -> None:
     for name, task in tasks.items():
         if name != "exit-handler-1":
             assert not task.get("cachingOptions", {}).get("enableCache"), f"{name} may be cached"
-    for name in ("sync", train_task):
+    for name in ("sync", train_task, *after):
         assert tasks[name]["retryPolicy"]["maxRetryCount"] == pipelines.STEP_RETRIES
+    _check_lifecycle_chain(spec, tasks, kind, train_task, after)
+
+
+def _check_lifecycle_chain(spec: dict[str, Any], tasks: dict[str, dict[str, Any]], kind: str, train_task: str,
+                           after: tuple[str, ...]) -> None:
+    """sync -> train -> reap -> tensorboard -> serve; each acts on the job train created."""
+    chain = ["sync", train_task, *after]
+    for before, step in zip(chain[1:], chain[2:]):
+        holder = "condition-2" if step == "serve" else step
+        assert before in tasks[holder]["dependentTasks"], f"{step} does not run after {before}"
+    job = {"taskOutputParameter": {"outputParameterKey": "job_name", "producerTask": train_task}}
+    job_namespace = {"taskOutputParameter": {"outputParameterKey": "job_namespace", "producerTask": train_task}}
+    for step in after:
+        inputs = tasks[step]["inputs"]["parameters"]
+        assert inputs["kubeconfig"]["componentInputParameter"] == "pipelinechannel--kubeconfig", step
+        if step == "serve":  # inside the condition: train's outputs arrive as the condition's inputs
+            assert inputs["namespace"]["componentInputParameter"] == f"pipelinechannel--{train_task}-job_namespace"
+        else:
+            assert inputs["namespace"] == job_namespace, step
+    if "reap" in after:
+        assert tasks["reap"]["inputs"]["parameters"]["job"] == job
+        assert tasks["reap"]["inputs"]["parameters"]["grace"]["componentInputParameter"] == "pipelinechannel--reap_grace"
+    board = tasks["tensorboard"]["inputs"]["parameters"]
+    assert board["job"] == job and "ttl" not in board
+    assert board["log_pvc"]["componentInputParameter"] == "pipelinechannel--log_pvc"
+    assert board["run_id"]["runtimeValue"]["constant"] == RUN_ID
+    assert board["name"]["runtimeValue"]["constant"] == \
+        "{{$.inputs.parameters['pipelinechannel--model_name']}}" + pipelines.TENSORBOARD_SUFFIX
+    if "serve" in after:
+        served = tasks["serve"]["inputs"]["parameters"]
+        assert served["pvc"]["componentInputParameter"] == "pipelinechannel--log_pvc"
+        assert served["model_name"]["componentInputParameter"] == "pipelinechannel--model_name"
+        assert served["model_path"]["componentInputParameter"] == "pipelinechannel--serving_model_path"
+        condition = tasks["condition-2"]["triggerPolicy"]["condition"]
+        assert condition == "inputs.parameter_values['pipelinechannel--serve_model'] == true"
+    # Every lifecycle parameter the run form shows is typed, with the step's default.
+    given = spec["root"]["inputDefinitions"]["parameters"]
+    assert given["log_pvc"]["parameterType"] == "STRING" and "defaultValue" not in given["log_pvc"]
+    assert given["tensorboard_timeout"] == {"defaultValue": 300.0, "description": given["tensorboard_timeout"]["description"],
+                                            "isOptional": True, "parameterType": "NUMBER_DOUBLE"}
+    if kind == "tf":
+        assert given["reap_grace"]["defaultValue"] == 30.0 and given["serving_replicas"]["defaultValue"] == 1
+        assert given["serving_replicas"]["parameterType"] == "NUMBER_INTEGER"
+
+
+def test_tensorboard_ttl_instead_of_the_job() -> None:
+    spec, _ = _compiled("tf", tensorboard_ttl=7200)
+    board = _tasks(spec)["tensorboard"]["inputs"]["parameters"]
+    assert board["ttl"]["runtimeValue"]["constant"] == 7200.0 and "job" not in board
 
 
 def test_step_pod_settings_reach_every_step_pod_and_only_them() -> None:
@@ -94,7 +149,8 @@ def test_step_pod_settings_reach_every_step_pod_and_only_them() -> None:
                   tolerations=("dedicated=pipelines:NoSchedule",))
     spec, platform = _compiled("tf", step_pod=pod)
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    assert set(executors) == {"exec-sync", "exec-train-tf", "exec-finish-run"}
+    assert set(executors) == {"exec-sync", "exec-train-tf", "exec-finish-run", "exec-reap", "exec-tensorboard",
+                              "exec-serve"}
     for name, executor in executors.items():
         assert executor["imagePullSecret"][0]["secretName"] == "registry", name
         assert executor["nodeSelector"]["labels"] == {"pool": "cpu"}, name

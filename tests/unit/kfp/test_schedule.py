@@ -22,7 +22,7 @@ from volcano_pipelines.kfp import schedule
 
 REPO = Path(__file__).resolve().parents[3]
 PIPELINE = REPO / "pipelines" / "train-and-serve.yaml"
-REQUIRED = {"model_name": "mnist", "dataset_url": "hdfs://nn:8020/datasets/mnist", "data_pvc": "mnist-data",
+REQUIRED = {"model_name": "mnist", "dataset_url": "hdfs://nn:8020/datasets/mnist", "data_pvc": "mnist-data", "log_pvc": "mnist-logs",
             "image": "registry.local/tf:2.21"}
 
 
@@ -98,7 +98,7 @@ def test_caching_is_turned_off_even_in_a_pipeline_compiled_with_it_on() -> None:
 def test_unknown_and_missing_parameters_are_refused() -> None:
     with pytest.raises(InputError, match="a parameter of the pipeline: args, code_sha256"):
         _request(parameters={**REQUIRED, "wrokers": "3"})
-    with pytest.raises(InputError, match="missing: image, model_name"):
+    with pytest.raises(InputError, match="missing: image, log_pvc, model_name"):
         _request(parameters={"dataset_url": "x", "data_pvc": "p"})
     with pytest.raises(InputError, match="workers is an integer"):
         _request(parameters={**REQUIRED, "workers": "many"})

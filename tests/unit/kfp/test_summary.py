@@ -27,7 +27,7 @@ def test_train_markdown_has_the_status_table_failure_and_log_tail() -> None:
     # The log tail holds a ``` line: the fence around it must be longer.
     assert "````\nstep 10\n```\nKilled\n````" in text
     assert "- pod logs (forbidden)" in text
-    assert summary.NOT_YET in text
+    assert summary.AFTER_TRAINING in text
 
 
 def test_train_metrics_only_what_is_known() -> None:
