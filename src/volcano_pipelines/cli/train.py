@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from volcano_pipelines.cli import flags
-from volcano_pipelines.cli.progress import configure_logging, make_progress
 from volcano_pipelines.errors import EXIT_FAILED, EXIT_OK, InputError
 from volcano_pipelines.manifest import to_yaml
 from volcano_pipelines.steps import train as train_step
@@ -84,6 +83,8 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from volcano_pipelines.cli.progress import configure_logging, make_progress  # train only: render stays light
+
     configure_logging(quiet=args.quiet)
     progress = make_progress(sys.stderr, quiet=args.quiet)
     try:
