@@ -8,20 +8,18 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.kube.validate import check_positive_seconds
+from volcano_pipelines.progress import Progress  # at run time: front ends read the type hints
 from volcano_pipelines.steps import train_spec
 from volcano_pipelines.steps.params import extend_signature
 from volcano_pipelines.steps.results import TrainResult
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.spec import DEFAULT_TF_PORT
 from volcano_pipelines.volcano.tf import build_tf_job
-
-if TYPE_CHECKING:  # the steps' progress interface; loaded by the wait policy, not to render
-    from volcano_pipelines.progress import Progress
 
 __all__ = ["BACKENDS", "ON_CANCEL_CHOICES", "TrainResult", "render_mpi", "render_tf", "status", "train_mpi", "train_tf"]
 
