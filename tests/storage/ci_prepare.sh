@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepare the real storage systems the sync tests use (TESTING.md sections 2-3).
+# Prepare the real storage systems the sync tests use (docs/sync.md, "Tests").
 # Idempotent; starts nothing that outlives it (the pytest fixtures start HDFS / GlusterFS).
 #   - GlusterFS: Debian's glusterfs-server + glusterfs-client (apt), if missing; strace
 #     (the durability test traces a sync onto the volume).

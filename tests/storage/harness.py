@@ -1,5 +1,5 @@
 """Real storage for tests and benchmarks: a MiniDFSCluster (HDFS with WebHDFS) and
-GlusterFS volumes FUSE-mounted on this machine (TESTING.md sections 2-3).
+GlusterFS volumes FUSE-mounted on this machine (docs/sync.md, "Tests").
 
 Used by tests/storage/fixtures.py (pytest fixtures) and benchmarks/sync_bench.py."""
 
