@@ -42,7 +42,6 @@ from hera.workflows.models import (
     ValueFrom as ValueFromModel,
 )
 
-from volcano_pipelines import __version__
 from volcano_pipelines.argo.inputs import (
     Input,
     StepCommand,
@@ -50,6 +49,7 @@ from volcano_pipelines.argo.inputs import (
     step_command,
     tag,
 )
+from volcano_pipelines.images import RUNTIME_IMAGE
 from volcano_pipelines.labels import RUN_LABEL
 
 __all__ = [
@@ -62,7 +62,6 @@ __all__ = [
     "train_and_serve",
 ]
 
-RUNTIME_IMAGE = f"volcano-pipelines/runtime:{__version__}"
 SERVICE_ACCOUNT = "vpipe-runner"  # manifests/base
 PART_OF = {"app.kubernetes.io/part-of": "volcano-pipelines"}
 OUT_DIR = "/tmp/vpipe"  # result.json and outputs/<field> inside the step's container

@@ -47,6 +47,11 @@ SPELLING: dict[str, FlagSpec] = {
     "command": FlagSpec("value", ("--command",), "'PROGRAM ARGS'"),
     "mpiexec_args": FlagSpec("list", ("--mpiexec-arg",), "ARG"),
 }
+# The same parameters on a step with one kind of pod (tensorboard): no TASK: prefix.
+FLAT_SPELLING: dict[str, FlagSpec] = {
+    "node_selector": FlagSpec("pairs", ("--node-selector",), "KEY=VALUE"),
+    "tolerations": FlagSpec("list", ("--toleration",), "KEY[=VALUE]:EFFECT"),
+}
 RUN_PARAMS = frozenset({"backend", "kubeconfig", "context", "timeout", "on_cancel", "dry_run", "log_lines", "local_dir",
                         "local_data_dir", "local_log_dir"})
 # Per-task flags users know from the old launchers: --cpu-per-worker is --worker-cpu.
@@ -58,7 +63,13 @@ def _scalar_type(annotation: str) -> Callable[[str], Any]:
     return _TYPES.get(annotation.replace(" | None", "").strip(), str)
 
 
+def _per_task(annotation: str) -> bool:
+    return annotation.startswith(("Mapping[str, Mapping", "Mapping[str, Sequence"))
+
+
 def _spec(param: Param) -> FlagSpec:
+    if param.name in FLAT_SPELLING and not _per_task(param.annotation):
+        return FLAT_SPELLING[param.name]
     if param.name in SPELLING:
         return SPELLING[param.name]
     group = "run" if param.name in RUN_PARAMS else "job"

@@ -6,14 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volcano_pipelines import __version__
+from volcano_pipelines.images import RUNTIME_IMAGE  # the image every component runs in
 
-__all__ = ["COMPONENTS", "RUNTIME_IMAGE", "RUNTIME_IMAGE_REPOSITORY", "STEP_FUNCTIONS", "ComponentSource"]
-
-# The image every component runs in: the package itself (with its `kfp` and `sync` extras),
-# tagged with the package version so a component and the code it calls never disagree.
-RUNTIME_IMAGE_REPOSITORY = "volcano-pipelines/runtime"
-RUNTIME_IMAGE = f"{RUNTIME_IMAGE_REPOSITORY}:{__version__}"
+__all__ = ["COMPONENTS", "RUNTIME_IMAGE", "STEP_FUNCTIONS", "ComponentSource"]
 
 
 @dataclass(frozen=True)

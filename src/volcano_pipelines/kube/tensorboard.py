@@ -42,6 +42,8 @@ class TensorboardSpec:
     image_pull_secrets: Sequence[str] = ()
     expires_at: str | None = None  # RFC 3339: the reap sweeper deletes it after this time
     owner: Mapping[str, Any] | None = None  # ownerReference of the Deployment (the training job)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: Sequence[Mapping[str, Any]] = ()
 
 
 def selector(name: str) -> dict[str, str]:
@@ -75,6 +77,8 @@ def build_tensorboard(spec: TensorboardSpec, deployment_owner: Mapping[str, Any]
         [container],
         volumes=[{"name": "logs", "persistentVolumeClaim": {"claimName": spec.log_pvc, "readOnly": True}}],
         image_pull_secrets=spec.image_pull_secrets,
+        node_selector=spec.node_selector,
+        tolerations=spec.tolerations,
     )
     meta = objects.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels,
                             annotations=annotations, owners=[spec.owner] if spec.owner else ())

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -293,6 +293,19 @@ def parse_toleration(raw: str) -> dict[str, Any]:
         part = err.field.rpartition(".")[2]  # key, value or effect
         raise InputError("toleration", raw, f"{TOLERATION_FORM}; the {part} {err.value!r} is not valid: {err.allowed}") from None
     return toleration
+
+
+def parse_tolerations(field: str, raw: Any) -> list[dict[str, Any]]:
+    """A list of `KEY[=VALUE]:EFFECT` strings to tolerations; errors name `field`."""
+    if isinstance(raw, str) or not isinstance(raw, Sequence):
+        fail(field, raw, "a list of KEY[=VALUE]:EFFECT strings")
+    parsed = []
+    for item in raw:
+        try:
+            parsed.append(parse_toleration(item))
+        except InputError as err:
+            raise InputError(field, err.value, err.allowed) from None
+    return parsed
 
 
 def check_manifest_size(manifest: Mapping[str, Any]) -> None:

@@ -30,6 +30,7 @@ from volcano_pipelines.kube.validate import (
     check_positive_seconds,
     check_quantity,
     check_relative_path,
+    parse_tolerations,
 )
 
 __all__ = ["SERVICE_TYPES", "TensorboardResult", "check_common", "tensorboard"]
@@ -106,6 +107,8 @@ def tensorboard(
     cpu: str = "100m",
     memory: str = "512Mi",
     image_pull_secrets: Sequence[str] | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    tolerations: Sequence[str] | None = None,
     run_id: str | None = None,
     labels: Mapping[str, str] | None = None,
     timeout: float = 300,
@@ -136,6 +139,8 @@ def tensorboard(
         cpu: CPU request
         memory: memory request and limit
         image_pull_secrets: pull secrets of the pod
+        node_selector: node labels the pod must match (e.g. a pool for services)
+        tolerations: taints the pod tolerates, kubectl form KEY[=VALUE]:EFFECT
         run_id: run identity label
         labels: labels on every object
         timeout: seconds to wait for TensorBoard to be ready
@@ -151,6 +156,8 @@ def tensorboard(
         check_relative_path("logdir", logdir.strip("/"))
     if job is not None:
         check_dns_label("job", job)
+    check_labels("node_selector", node_selector or {})
+    parsed_tolerations = parse_tolerations("tolerations", tolerations or [])
     if ttl is not None:
         check_positive_seconds("ttl", ttl)
     if service_type not in SERVICE_TYPES:
@@ -174,6 +181,7 @@ def tensorboard(
         service_type=service_type, node_port=node_port, ingress_path=ingress_path, ingress_host=ingress_host,
         ingress_class=ingress_class, cpu=cpu, memory=memory, run_id=run_id, labels=dict(labels or {}),
         image_pull_secrets=tuple(image_pull_secrets or ()),
+        node_selector=dict(node_selector or {}), tolerations=tuple(parsed_tolerations),
         expires_at=format_time(datetime.now(timezone.utc) + timedelta(seconds=ttl)) if ttl else None,
     )
     if dry_run:

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Resources, Role, Storage, TFJobSpec
-from volcano_pipelines.kube.validate import parse_toleration
+from volcano_pipelines.kube.validate import parse_tolerations
 
 __all__ = ["ALL_TASKS", "MPI_MASTER_RESOURCES", "MPI_TASKS", "TF_TASKS", "mpi_spec", "named_by_params", "param_for", "roles", "tf_spec"]
 
@@ -69,14 +69,7 @@ def roles(
     raw_tolerations = _per_task("tolerations", tolerations, tasks)
     parsed: dict[str, list[dict[str, Any]]] = {}
     for key, items in raw_tolerations.items():
-        if isinstance(items, str) or not isinstance(items, Sequence):
-            raise InputError(f"tolerations[{key}]", items, "a list of KEY[=VALUE]:EFFECT strings")
-        parsed[key] = []
-        for raw in items:
-            try:
-                parsed[key].append(parse_toleration(raw))
-            except InputError as err:
-                raise InputError(f"tolerations[{key}]", err.value, err.allowed) from None
+        parsed[key] = parse_tolerations(f"tolerations[{key}]", items)
     built: dict[str, Role] = {}
     for task, count in replicas.items():
         base = (default_resources or {}).get(task, Resources())

@@ -26,6 +26,9 @@ NO_CLUSTER = ["--kubeconfig", "/nonexistent/kubeconfig"]
     (["--name", "tb", "--log-pvc", "logs", "--memory", "lots"], "--memory"),
     (["--name", "tb", "--log-pvc", "logs", "--label", "bad key=x"], "--label"),
     (["--name", "tb", "--log-pvc", "logs", "--timeout", "-1"], "--timeout"),
+    (["--name", "tb", "--log-pvc", "logs", "--toleration", "dedicated"], "--toleration"),
+    (["--name", "tb", "--log-pvc", "logs", "--toleration", "a=b:Sometimes"], "--toleration"),
+    (["--name", "tb", "--log-pvc", "logs", "--node-selector", "pool=bad value"], "--node-selector"),
 ])
 def test_bad_tensorboard_input_exits_2(capsys: pytest.CaptureFixture[str], argv: list[str], flag: str) -> None:
     assert main(["tensorboard", *argv, *NO_CLUSTER]) == 2
@@ -44,6 +47,18 @@ def test_tensorboard_dry_run_prints_the_objects(capsys: pytest.CaptureFixture[st
     result = json.loads(capsys.readouterr().out)
     assert [m["kind"] for m in result["manifests"]] == ["Deployment", "Service"]
     assert result["expires_at"] and result["url"] is None
+
+
+def test_tensorboard_lands_where_the_node_selector_and_tolerations_say(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["tensorboard", "--name", "tb", "--log-pvc", "logs", "--node-selector", "pool=services",
+            "--toleration", "dedicated=services:NoSchedule", "--toleration", "spot:NoExecute", "--dry-run", "--json"]
+    assert main([*argv, *NO_CLUSTER]) == 0
+    pod = json.loads(capsys.readouterr().out)["manifests"][0]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "services"}
+    assert pod["tolerations"] == [
+        {"key": "dedicated", "operator": "Equal", "value": "services", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Exists", "effect": "NoExecute"},
+    ]
 
 
 @pytest.mark.parametrize("argv, flag", [

@@ -1,0 +1,174 @@
+"""The images from images/, built with podman and run for real: the runtime image answers as
+the package, the TF trainer runs the pod's own entry script (rendered by `render_tf`) against
+an HTTP code server and the user's run.sh gets the contract's arguments and TF_CONFIG, the MPI
+trainer runs an mpi4py allreduce and starts sshd, and TensorBoard serves.
+
+Each container uses the host's network (the code server listens on loopback); the real
+node's tests (tests/node) run the same images as pods."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from images import build
+from tests.images.fixtures import Images
+from volcano_pipelines import __version__
+from volcano_pipelines.images import IMAGES
+from volcano_pipelines.local.plan import expand
+from volcano_pipelines.steps import render_mpi, render_tf
+
+pytestmark = pytest.mark.containers
+
+# The user's entry point: prints what it received as one JSON line, and the TensorFlow it can
+# import (the image's, not the host's).
+RUN_SH = r"""#!/bin/bash
+python3 - "$@" <<'PY'
+import json, os, sys
+import tensorflow as tf
+print("RECEIVED " + json.dumps({"argv": sys.argv[1:], "tf_config": os.environ.get("TF_CONFIG"),
+      "cwd": os.getcwd(), "uid": os.getuid(), "tensorflow": tf.__version__}))
+PY
+"""
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def code_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("code")
+    (root / "mnist").mkdir()
+    (root / "mnist" / "run.sh").write_text(RUN_SH)
+    (root / "mnist" / "model.py").write_text("LAYERS = 2\n")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def container_of(job: dict[str, Any], task: str) -> dict[str, Any]:
+    return next(t for t in job["spec"]["tasks"] if t["name"] == task)["template"]["spec"]["containers"][0]
+
+
+def kubelet_view(container: dict[str, Any], extra: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """argv and env as the kubelet would start the container: `$(VAR)` expanded in env values
+    (in order), command and args."""
+    defined: dict[str, str] = {}
+    for entry in container["env"]:
+        defined[entry["name"]] = expand(entry["value"], defined)
+    defined.update(extra)
+    return [expand(part, defined) for part in container["command"] + container["args"]], defined
+
+
+def test_every_image_is_built_tagged_and_labelled(images: Images) -> None:
+    assert set(images.built) == set(IMAGES)
+    for name, built in images.built.items():
+        assert built.tag == IMAGES[name] and built.tag.endswith(f":{__version__}")
+        assert images.engine.label(built.tag, build.HASH_LABEL) == built.content_hash
+        assert images.archive(name).stat().st_size > 10_000_000  # a docker-archive with layers
+
+
+def test_runtime_image_is_the_package_as_non_root(images: Images) -> None:
+    version = images.run("runtime", "--version")
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.strip() == f"vpipe {__version__}"
+    who = images.run("runtime", "-c", "import os, kfp, kfp.kubernetes, hdfs_native, volcano_pipelines as v; "
+                     "print(os.getuid(), kfp.__version__, v.__version__)", entrypoint="python3")
+    assert who.returncode == 0, who.stderr
+    uid, kfp_version, package = who.stdout.split()
+    assert (uid, package) == ("1000", __version__)
+    assert kfp_version == "2.17.3"
+    # The main job's first step works inside the image: a Volcano Job rendered by the CLI.
+    rendered = images.run("runtime", "render", "tf", "--name", "demo", "--workers", "2")
+    assert rendered.returncode == 0, rendered.stderr
+    job = yaml.safe_load(rendered.stdout)
+    assert job["kind"] == "Job" and {t["name"] for t in job["spec"]["tasks"]} == {"ps", "worker"}
+
+
+def test_tf_trainer_runs_the_pod_entry_script_against_a_code_server(images: Images, code_server: str) -> None:
+    job = render_tf(name="mnist", ps=1, workers=2, chief=True, code_url=f"{code_server}/mnist/",
+                    args=["--epochs=3", "--note=$(NOT_A_VAR) 'quoted'"], image=IMAGES["trainer-tf"])
+    container = container_of(job, "worker")
+    assert container["image"] == IMAGES["trainer-tf"]
+    argv, env = kubelet_view(container, {"VK_TASK_INDEX": "1", "VPIPE_CODE_DIR": "/tmp/code"})
+    proc = images.run("trainer-tf", *argv[1:], entrypoint=argv[0], env=env)
+    assert proc.returncode == 0, proc.stderr
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("RECEIVED "))
+    got = json.loads(line.removeprefix("RECEIVED "))
+    assert got["argv"] == [
+        "--job_name=worker", "--task_index=1", "--ps_hosts=mnist-ps-0.mnist:2222",
+        "--worker_hosts=mnist-worker-0.mnist:2222,mnist-worker-1.mnist:2222",
+        "--data_dir=/data", "--log_dir=/logs", "--shard_index=1", "--num_shards=2",
+        "--epochs=3", "--note=$(NOT_A_VAR) 'quoted'",
+    ]
+    tf_config = json.loads(got["tf_config"])
+    assert tf_config["task"] == {"type": "worker", "index": 1}
+    assert tf_config["cluster"] == {"chief": ["mnist-chief-0.mnist:2222"], "ps": ["mnist-ps-0.mnist:2222"],
+                                    "worker": ["mnist-worker-0.mnist:2222", "mnist-worker-1.mnist:2222"]}
+    assert got["cwd"] == "/tmp/code" and got["uid"] == 1000
+    assert got["tensorflow"] == "2.21.0"
+    assert "fetched code from" in proc.stderr
+
+
+def test_mpi_trainer_allreduces_and_starts_sshd(images: Images) -> None:
+    # Rank 0 gathers what every rank got from the Allreduce and prints it once (Open MPI may
+    # drop a rank's last stdout line at teardown when stdout is not a terminal).
+    program = ("from mpi4py import MPI; import numpy as np; c = MPI.COMM_WORLD; "
+               "total = c.allreduce(np.array([c.rank + 1.0]), op=MPI.SUM); "
+               "seen = c.gather((c.rank, float(total[0]))); c.rank == 0 and print('GATHERED', sorted(seen))")
+    proc = images.run("trainer-mpi", "mpiexec", "--allow-run-as-root", "--oversubscribe", "-np", "3",
+                      "python3", "-c", program)
+    assert proc.returncode == 0, proc.stderr
+    assert "GATHERED [(0, 6.0), (1, 6.0), (2, 6.0)]" in proc.stdout.splitlines(), proc.stdout
+    # The worker's side: the image's sshd wrapper makes host keys and its config is valid.
+    job = render_mpi(name="allreduce", command=["python3", "/app/allreduce.py"], workers=2, image=IMAGES["trainer-mpi"])
+    assert container_of(job, "mpiworker")["image"] == IMAGES["trainer-mpi"]
+    check = images.run("trainer-mpi", "-c", '"$VPIPE_SSHD" -t && ls /etc/ssh/ssh_host_ed25519_key', entrypoint="bash")
+    assert check.returncode == 0, check.stderr
+    assert check.stdout.strip() == "/etc/ssh/ssh_host_ed25519_key"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_tensorboard_serves_the_logs(images: Images, tmp_path: Path) -> None:
+    port = _free_port()
+    logs = tmp_path / "logs"
+    logs.mkdir(mode=0o777)
+    started = images.run("tensorboard", "--logdir", "/logs", "--host", "127.0.0.1", "--port", str(port),
+                         volumes=[f"{logs}:/logs:ro"], detach=True)
+    assert started.returncode == 0, started.stderr
+    container = started.stdout.strip()
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/environment", timeout=5) as response:
+                    environment = json.loads(response.read())
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    logs_out = images.engine("logs", container, capture=True, check=False)
+                    pytest.fail(f"TensorBoard did not answer in 120 s: {logs_out.stdout}{logs_out.stderr}")
+                time.sleep(1)
+        assert environment["data_location"] == "/logs"
+        assert environment["version"] == "2.21.0"
+    finally:
+        images.engine("rm", "-f", container, capture=True, check=False)
