@@ -1,8 +1,11 @@
 """Command line for the local control plane.
 
-    python -m tests.cluster build [--force]     build or reuse the pinned binaries
-    python -m tests.cluster up [--nodes N] [--state-dir DIR]
+    python -m tests.cluster build [--force] [--real-node]
+                                                build or reuse the pinned binaries
+    python -m tests.cluster up [--nodes N] [--real-node] [--state-dir DIR]
                                                 start everything, print the kubeconfig path
+                                                (--real-node: also a kubelet + containerd
+                                                node, tests/node/)
     python -m tests.cluster status [--state-dir DIR]
     python -m tests.cluster down [--state-dir DIR]
 """
@@ -17,6 +20,8 @@ from pathlib import Path
 
 from tests.cluster import build
 from tests.cluster.launcher import ControlPlane, NodeShape
+from tests.node import build as node_build
+from tests.node.launcher import RealNode
 
 
 def default_state_dir() -> Path:
@@ -28,23 +33,33 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _stop_real_node(state_dir: Path) -> None:
+    if (state_dir / "node" / "state.json").exists():
+        RealNode.attach(state_dir / "node", log=_log).stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.cluster")
     sub = parser.add_subparsers(dest="command", required=True)
     p_build = sub.add_parser("build", help="build or reuse the control-plane binaries")
     p_build.add_argument("--force", action="store_true")
+    p_build.add_argument("--real-node", action="store_true", help="also the real node's binaries and images")
     sub.add_parser("bin-dir", help="print the binary directory for the current pins")
     p_up = sub.add_parser("up", help="start the control plane in the background")
     p_up.add_argument("--nodes", type=int, default=NodeShape.count)
     p_up.add_argument("--node-cpu", default=NodeShape.cpu)
     p_up.add_argument("--node-memory", default=NodeShape.memory)
     p_up.add_argument("--node-gpus", type=int, default=NodeShape.gpus)
+    p_up.add_argument("--real-node", action="store_true",
+                      help="also start a real node (kubelet, containerd, CNI bridge, CoreDNS; needs root)")
     for p in (p_up, sub.add_parser("down", help="stop it"), sub.add_parser("status", help="show it")):
         p.add_argument("--state-dir", type=Path, default=default_state_dir())
     args = parser.parse_args(argv)
 
     if args.command == "build":
         build.build(force=args.force, log=_log)
+        if args.real_node:
+            node_build.build(force=args.force, log=_log)
         return 0
     if args.command == "bin-dir":
         print(build.bin_dir())
@@ -57,12 +72,26 @@ def main(argv: list[str] | None = None) -> int:
             _log(f"already running (state in {state_dir}); run `down` first")
             print(state_dir / "kubeconfig")
             return 1
+        _stop_real_node(state_dir)  # a node left by a crashed run: unmount before rmtree
         if state_dir.exists():
             shutil.rmtree(state_dir)  # fresh etcd data and certificates each time
         bin_dir = build.build(log=_log)
+        artifacts = node_build.build(log=_log) if args.real_node else None
         shape = NodeShape(count=args.nodes, cpu=args.node_cpu, memory=args.node_memory, gpus=args.node_gpus)
         plane = ControlPlane(state_dir=state_dir, bin_dir=bin_dir, nodes=shape, detach=True, log=_log)
         plane.start()
+        if artifacts is not None:
+            node_dir = state_dir / "node"
+            node_dir.mkdir()
+            node = RealNode(state_dir=node_dir, artifacts=artifacts, server=plane.server, ca_dir=plane.pki_dir,
+                            admin_kubeconfig=plane.kubeconfig, detach=True, log=_log)
+            try:
+                node.start()
+            except BaseException:
+                plane.stop()
+                raise
+            _log(f"real node {node.name}: label/taint {node.label}={node.label_value}, "
+                 f"gateway {node.gateway_ip}, busybox image {node.busybox_image}")
         _log(f"export KUBECONFIG={plane.kubeconfig}   # stop with: python -m tests.cluster down")
         print(plane.kubeconfig)
         return 0
@@ -71,10 +100,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args.command == "down" else 1
     plane = ControlPlane.attach(state_dir)
     if args.command == "status":
-        for process in plane.processes.values():
+        processes = list(plane.processes.values())
+        if (state_dir / "node" / "state.json").exists():
+            processes += RealNode.attach(state_dir / "node", log=_log).processes.values()
+        for process in processes:
             print(f"{process.name:24} pid {process.pid:<8} {'running' if process.alive() else 'DEAD'}")
         print(f"kubeconfig: {plane.kubeconfig}")
-        return 0 if all(p.alive() for p in plane.processes.values()) else 1
+        return 0 if all(p.alive() for p in processes) else 1
+    _stop_real_node(state_dir)  # first: it drains its pods through the API server
     plane.stop()
     _log("stopped")
     return 0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Prepare the local Kubernetes + Volcano + kwok control plane for the integration tests.
-# Idempotent: installs Go only when no `go` command exists, and builds the binaries only
-# when the pins changed (they are cached in ~/.cache/volcano-pipelines/bin/<pin-hash>/).
+# Prepare the local Kubernetes + Volcano + kwok control plane and the real test node for the
+# integration tests. Idempotent: installs Go only when no `go` command exists, Debian
+# packages only when missing, and builds the binaries only when the pins changed (they are
+# cached in ~/.cache/volcano-pipelines/bin/<pin-hash>/ and .../node/<pin-hash>/).
 # A cold build takes about the time recorded in tests/cluster/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,11 +27,34 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 go version
 
-if ! command -v openssl >/dev/null 2>&1; then
-    # The launcher makes the apiserver's certificates with the openssl command.
-    apt-get install -y openssl
+# Debian packages: openssl (the launchers make certificates with it) and what the real
+# test node runs (tests/node/): containerd, runc, the CNI plugins, busybox-static and gcc for
+# its images, iproute2 for its bridge; podman and debootstrap build the images of images/.
+PACKAGES="openssl containerd runc containernetworking-plugins podman debootstrap busybox-static gcc libc6-dev iproute2"
+missing=""
+for package in $PACKAGES; do
+    if ! dpkg-query -W -f '${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
+        missing="$missing $package"
+    fi
+done
+if [ -n "$missing" ]; then
+    echo "ci_prepare: installing Debian packages:$missing"
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing; }; then
+        if [ "${CI:-}" = "true" ]; then
+            echo "ci_prepare: cannot install$missing (CI=true: the real-node tests would fail)" >&2
+            exit 1
+        fi
+        echo "ci_prepare: WARNING: cannot install$missing; the real-node tests will skip" >&2
+    fi
 fi
 
 PYTHON="${PYTHON:-python3}"
 if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; fi
 time "$PYTHON" -m tests.cluster build
+if [ "$(id -u)" = 0 ] && [ -x /bin/busybox ] && command -v gcc >/dev/null 2>&1; then
+    # kubelet, CoreDNS, the pause and busybox images (cached by pin hash like the above)
+    time "$PYTHON" -m tests.cluster build --real-node
+elif [ "${CI:-}" = "true" ]; then
+    echo "ci_prepare: cannot build the real test node (needs root, busybox-static, gcc)" >&2
+    exit 1
+fi

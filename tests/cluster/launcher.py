@@ -118,6 +118,47 @@ def _cmdline_of(pid: int) -> str:
         return ""
 
 
+def spawn(name: str, args: list[str], log_dir: Path, detach: bool, env: dict[str, str] | None = None) -> Process:
+    """Start ``args`` in its own session, output to ``log_dir/<name>.log``. Unless
+    ``detach``, the process gets SIGTERM when the launching Python process dies."""
+    log_path = log_dir / f"{name}.log"
+    log_file = open(log_path, "ab")
+    popen = subprocess.Popen(
+        args,
+        stdin=subprocess.DEVNULL,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,  # own process group: terminate() can signal the whole group
+        preexec_fn=None if detach else _set_parent_death_signal,
+    )
+    log_file.close()
+    return Process(name, args, log_path, popen, popen.pid)
+
+
+def terminate(process: Process, grace: float = 10.0) -> None:
+    """SIGTERM the process group, SIGKILL it after ``grace`` seconds, reap it."""
+    if process.pid is None or not process.alive():
+        return
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    end = time.monotonic() + grace
+    while time.monotonic() < end and process.alive():
+        time.sleep(0.1)
+    if process.alive():
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if process.popen is not None:
+        try:
+            process.popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 class StartupError(RuntimeError):
     pass
 
@@ -146,8 +187,13 @@ class ControlPlane:
     def server(self) -> str:
         return f"https://127.0.0.1:{self.ports['apiserver']}"
 
+    @property
+    def pki_dir(self) -> Path:
+        """The test CA (ca.crt, ca.key) and the certificates signed by it."""
+        return self.state_dir / "pki"
+
     def _pki(self, name: str) -> Path:
-        return self.state_dir / "pki" / name
+        return self.pki_dir / name
 
     # ----- lifecycle ---------------------------------------------------------------
 
@@ -228,6 +274,10 @@ class ControlPlane:
              "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,"
              "DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth"),
             ("admin", "/O=system:masters/CN=vpipe-test-admin", "extendedKeyUsage=clientAuth"),
+            # The API server's identity towards kubelets (pods/log, exec, service proxy to
+            # a real node, tests/node/).
+            ("kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client",
+             "extendedKeyUsage=clientAuth"),
         ):
             openssl("req", *ec, "-keyout", str(pki(f"{name}.key")), "-out", str(pki(f"{name}.csr")),
                     "-subj", subject)
@@ -286,9 +336,18 @@ class ControlPlane:
             f"--client-ca-file={pki('ca.crt')}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
-            "--authorization-mode=RBAC",
+            # Node authorizer + NodeRestriction: a real kubelet (tests/node/) gets exactly a
+            # node's rights, as in a production cluster.
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
             # No kubelet mounts tokens here, and pods need none to be "run" by kwok.
             "--disable-admission-plugins=ServiceAccount",
+            f"--kubelet-client-certificate={pki('kubelet-client.crt')}",
+            f"--kubelet-client-key={pki('kubelet-client.key')}",
+            f"--kubelet-certificate-authority={pki('ca.crt')}",
+            # A real node's kubelet listens on its InternalIP (the test bridge's gateway):
+            # dial that, so the node name need not resolve (no /etc/hosts line).
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki('sa.pub')}",
             f"--service-account-signing-key-file={pki('sa.key')}",
@@ -483,39 +542,10 @@ class ControlPlane:
             return resp.read().decode()
 
     def _spawn(self, name: str, args: list[str]) -> None:
-        log_path = self.state_dir / "logs" / f"{name}.log"
-        log_file = open(log_path, "ab")
-        popen = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # own process group: stop() can signal the whole group
-            preexec_fn=None if self.detach else _set_parent_death_signal,
-        )
-        log_file.close()
-        self.processes[name] = Process(name, args, log_path, popen, popen.pid)
+        self.processes[name] = spawn(name, args, self.state_dir / "logs", self.detach)
 
     def _terminate(self, process: Process, grace: float = 10.0) -> None:
-        if process.pid is None or not process.alive():
-            return
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        end = time.monotonic() + grace
-        while time.monotonic() < end and process.alive():
-            time.sleep(0.1)
-        if process.alive():
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if process.popen is not None:
-            try:
-                process.popen.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+        terminate(process, grace)
 
     def _ssl_context(self, client_cert: bool) -> ssl.SSLContext:
         if not client_cert:

@@ -1,0 +1,623 @@
+"""Start and stop a real Kubernetes node next to the local control plane.
+
+One node runs real containers: containerd (its own root, state, socket and runc root under
+the state directory; Debian's package), runc, a CNI bridge on a private /24 that exists
+only on this machine, the kubelet (node client certificate signed by the test CA, so the
+Node authorizer and NodeRestriction apply to it), and CoreDNS serving ``cluster.local``
+from the API server on the bridge's gateway address.
+
+Traffic rule: pods reach each other, CoreDNS and servers on the gateway address, nothing
+else. The bridge is made here with the gateway address on it before the first pod; the
+CNI bridge plugin attaches pods to it with no masquerade and no default gateway, and
+host-local IPAM gives pods only the bridge subnet's route: a packet for any address off
+the bridge has no route out of the pod. CoreDNS has no ``forward``.
+
+The node is labelled ``vpipe.dev/real-node=true`` and tainted with the same key
+(NoSchedule), so only pods that ask for it (``pod_placement()``) land on it; the kwok nodes
+keep serving everything else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from tests.cluster.launcher import Process, StartupError, _cmdline_of, _tail, free_port, spawn, terminate
+from tests.node.build import NodeArtifacts
+
+REAL_NODE_LABEL = "vpipe.dev/real-node"
+REAL_NODE_LABEL_VALUE = "true"
+REAL_NODE_TAINT = {"key": REAL_NODE_LABEL, "value": REAL_NODE_LABEL_VALUE, "effect": "NoSchedule"}
+DEFAULT_NODE_NAME = "vpipe-real-node"
+CLUSTER_DOMAIN = "cluster.local"
+SUBNET_PREFIX = "10.252"  # pods get 10.252.<n>.0/24, <n> picked free at start
+BRIDGE_PREFIX = "vpipe-br"  # + <n>; interface names have at most 15 characters
+CONTAINERD_NAMESPACE = "k8s.io"  # the namespace containerd's CRI plugin uses
+CONTAINER_LOG_LINKS = Path("/var/log/containers")  # fixed in the kubelet
+COREDNS_ROLE = "vpipe-test:coredns"
+
+
+def pod_placement() -> dict[str, Any]:
+    """Pod spec fields that put a pod on the real node (and only there)."""
+    return {
+        "nodeSelector": {REAL_NODE_LABEL: REAL_NODE_LABEL_VALUE},
+        "tolerations": [{"key": REAL_NODE_LABEL, "operator": "Equal",
+                         "value": REAL_NODE_LABEL_VALUE, "effect": "NoSchedule"}],
+    }
+
+
+def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), check=check, capture_output=True, text=True)
+
+
+def _used_subnets() -> str:
+    return _run("ip", "-4", "route", "show", "table", "all").stdout + _run("ip", "-4", "addr").stdout
+
+
+def _create_bridge() -> int:
+    """Create ``vpipe-br<n>`` with ``10.252.<n>.1/24`` for the first free ``n``; creating
+    the link is the lock against a concurrent node start picking the same subnet."""
+    for octet in range(1, 255):
+        if f"{SUBNET_PREFIX}.{octet}." in _used_subnets():
+            continue
+        bridge = f"{BRIDGE_PREFIX}{octet}"
+        if _run("ip", "link", "add", bridge, "type", "bridge", check=False).returncode != 0:
+            continue  # someone else's (or a leftover): try the next one
+        _run("ip", "addr", "add", f"{SUBNET_PREFIX}.{octet}.1/24", "dev", bridge)
+        _run("ip", "link", "set", bridge, "up")
+        return octet
+    raise StartupError(f"no free /24 in {SUBNET_PREFIX}.0.0/16 for the test bridge")
+
+
+def mounts_under(directory: Path) -> list[str]:
+    """Mount points at or below ``directory`` (from /proc/self/mountinfo), deepest first."""
+    prefix = str(directory.resolve())
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].replace("\\040", " ")
+        if point == prefix or point.startswith(prefix + "/"):
+            points.append(point)
+    return sorted(points, key=len, reverse=True)
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids whose command line contains ``text`` (our socket or state path)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid() and text in _cmdline_of(int(entry.name)):
+            pids.append(int(entry.name))
+    return pids
+
+
+@dataclass
+class RealNode:
+    """A kubelet + containerd + CNI bridge + CoreDNS joined to a control plane.
+
+    ``server``, ``ca_dir`` (holding ``ca.crt`` and ``ca.key``) and ``admin_kubeconfig``
+    come from the control plane (``ControlPlane.server``, ``.pki_dir``, ``.kubeconfig``).
+    """
+
+    state_dir: Path
+    artifacts: NodeArtifacts
+    server: str
+    ca_dir: Path
+    admin_kubeconfig: Path
+    name: str = DEFAULT_NODE_NAME
+    detach: bool = False
+    log: Callable[[str], None] = print
+    octet: int = 0
+    ports: dict[str, int] = field(default_factory=dict)
+    processes: dict[str, Process] = field(default_factory=dict)
+    imported: dict[str, str] = field(default_factory=dict)  # archive sha256 -> path
+    start_seconds: float = 0.0
+
+    # ----- names ---------------------------------------------------------------------
+
+    label = REAL_NODE_LABEL  # pods select the node with {label: label_value} ...
+    label_value = REAL_NODE_LABEL_VALUE
+    taint = REAL_NODE_TAINT  # ... and tolerate this taint: pod_placement() gives both
+
+    @staticmethod
+    def placement() -> dict[str, Any]:
+        return pod_placement()
+
+    @property
+    def bridge(self) -> str:
+        return f"{BRIDGE_PREFIX}{self.octet}"
+
+    @property
+    def gateway_ip(self) -> str:
+        """The host's address on the pod bridge: CoreDNS, the kubelet and test servers
+        listen here; pods reach nothing else outside their bridge."""
+        return f"{SUBNET_PREFIX}.{self.octet}.1"
+
+    @property
+    def subnet(self) -> str:
+        return f"{SUBNET_PREFIX}.{self.octet}.0/24"
+
+    @property
+    def network_name(self) -> str:
+        return f"vpipe-test-{self.octet}"
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.state_dir / "containerd" / "containerd.sock"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def pod_logs_dir(self) -> Path:
+        return self.state_dir / "pod-logs"
+
+    @property
+    def busybox_image(self) -> str:
+        return self.artifacts.image_name("busybox")
+
+    @property
+    def pause_image(self) -> str:
+        return self.artifacts.image_name("pause")
+
+    def _path(self, *parts: str) -> Path:
+        return self.state_dir.joinpath(*parts)
+
+    # ----- lifecycle -------------------------------------------------------------------
+
+    def start(self, timeout: float = 180.0) -> "RealNode":
+        started = time.monotonic()
+        try:
+            self._prepare()
+            self.octet = _create_bridge()
+            self._write_state()  # from here on `down` in another process can clean up
+            self._make_certs()
+            self._write_kubeconfigs()
+            self._grant_coredns()
+            self._write_cni_config()
+            self._start_containerd()
+            self._wait(self._containerd_ready, "containerd", 60)
+            self.import_image(self.artifacts.image_archive("pause"))
+            self.import_image(self.artifacts.image_archive("busybox"))
+            self._start_coredns()
+            self._start_kubelet()
+            end = started + timeout
+            self._wait(self._coredns_ready, "CoreDNS ready", max(5.0, end - time.monotonic()))
+            self._wait(self._node_ready, f"node {self.name} Ready", max(5.0, end - time.monotonic()))
+        except BaseException:
+            self.log(f"real node failed to start; logs in {self.logs_dir}")
+            self.stop()
+            raise
+        self.start_seconds = round(time.monotonic() - started, 1)
+        self._write_state()
+        self.log(f"real node {self.name} ready in {self.start_seconds}s (bridge {self.bridge}, "
+                 f"gateway {self.gateway_ip})")
+        return self
+
+    def stop(self) -> None:
+        """Stop everything this node started and remove what it made on the host: pods
+        (their containers, mounts and network namespaces), the kubelet, containerd and
+        its shims, CoreDNS, the bridge, the Node object. Safe to call more than once."""
+        if self.processes.get("kubelet") and self.processes["kubelet"].alive():
+            self._drain_pods()
+        for name in ("kubelet", "coredns"):
+            if name in self.processes:
+                terminate(self.processes[name])
+        netns = self.sandbox_netns() if self._containerd_ready() else []
+        self._remove_containers()
+        if "containerd" in self.processes:
+            terminate(self.processes["containerd"], grace=15)
+        for pid in processes_mentioning(str(self.containerd_socket)):
+            # runc shims outlive containerd by design; ours name our socket.
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        for point in mounts_under(self.state_dir):
+            _run("umount", "-l", point, check=False)
+        for path in netns:
+            if Path(path).exists():
+                _run("umount", path, check=False)
+                Path(path).unlink(missing_ok=True)
+        for link in self._log_links():
+            link.unlink(missing_ok=True)
+        if self.octet:
+            _run("ip", "link", "del", self.bridge, check=False)
+        self._delete_node_object()
+        self.processes.clear()
+        (self.state_dir / "state.json").unlink(missing_ok=True)
+
+    def __enter__(self) -> "RealNode":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ----- images ------------------------------------------------------------------------
+
+    def import_image(self, archive: Path) -> str:
+        """Import an image archive (docker-archive or OCI tar, e.g. from ``podman save``)
+        into the node's containerd; idempotent, skipped when this archive's content was
+        already imported. Returns the archive's sha256."""
+        digest = hashlib.sha256(Path(archive).read_bytes()).hexdigest()
+        if digest in self.imported:
+            return digest
+        self._ctr("images", "import", str(archive))
+        self.imported[digest] = str(archive)
+        self._write_state()
+        return digest
+
+    def images(self) -> list[str]:
+        return self._ctr("images", "ls", "-q").stdout.split()
+
+    # ----- what is left (for teardown tests) -----------------------------------------------
+
+    def sandbox_netns(self) -> list[str]:
+        """Network namespace paths of the pod sandboxes containerd has."""
+        paths = []
+        for cid in self._ctr("containers", "ls", "-q", check=False).stdout.split():
+            out = self._ctr("containers", "info", cid, check=False).stdout
+            try:
+                spec = json.loads(out).get("Spec") or {}
+            except json.JSONDecodeError:
+                continue
+            for ns in (spec.get("linux") or {}).get("namespaces") or []:
+                if ns.get("type") == "network" and ns.get("path"):
+                    paths.append(ns["path"])
+        return sorted(set(paths))
+
+    def leftovers(self, netns: list[str] = ()) -> list[str]:
+        """What of this node still exists on the host (empty after a clean stop):
+        processes naming our state dir or socket, mounts under the state dir, the bridge,
+        the given network namespaces, container log links into our log dir."""
+        found = [f"process {pid}: {_cmdline_of(pid)[:120]}"
+                 for pid in sorted(set(processes_mentioning(str(self.state_dir))))]
+        found += [f"mount {point}" for point in mounts_under(self.state_dir)]
+        if self.octet and _run("ip", "link", "show", self.bridge, check=False).returncode == 0:
+            found.append(f"bridge {self.bridge}")
+        found += [f"netns {path}" for path in netns if Path(path).exists()]
+        found += [f"log link {link}" for link in self._log_links()]
+        return found
+
+    # ----- steps ---------------------------------------------------------------------------
+
+    def _prepare(self) -> None:
+        for sub in ("pki", "logs", "containerd", "cni/net.d", "cni/ipam", "kubelet", "pod-logs", "coredns"):
+            self._path(sub).mkdir(parents=True, exist_ok=True)
+        for name in ("kubelet", "kubelet-healthz", "coredns-health", "coredns-ready"):
+            self.ports[name] = free_port()
+
+    def _make_certs(self) -> None:
+        """Client and serving certificates signed by the control plane's test CA."""
+        ca_crt, ca_key = self.ca_dir / "ca.crt", self.ca_dir / "ca.key"
+        specs = [
+            ("kubelet-client", f"/O=system:nodes/CN=system:node:{self.name}", "extendedKeyUsage=clientAuth"),
+            ("kubelet-serving", f"/O=system:nodes/CN=system:node:{self.name}",
+             f"subjectAltName=IP:{self.gateway_ip},DNS:{self.name}\nextendedKeyUsage=serverAuth"),
+            ("coredns", "/CN=vpipe-test-coredns", "extendedKeyUsage=clientAuth"),
+        ]
+        pki = self._path("pki")
+        for name, subject, ext in specs:
+            key, csr, crt, extfile = (pki / f"{name}.{s}" for s in ("key", "csr", "crt", "ext"))
+            extfile.write_text(ext + "\n")
+            _run("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                 "-keyout", str(key), "-out", str(csr), "-subj", subject)
+            _run("openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca_crt), "-CAkey", str(ca_key),
+                 "-CAcreateserial", "-CAserial", str(pki / "ca.srl"), "-days", "3650",
+                 "-extfile", str(extfile), "-out", str(crt))
+
+    def _kubeconfig(self, user: str) -> dict:
+        pki = self._path("pki")
+        return {
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "local", "cluster": {
+                "server": self.server, "certificate-authority": str(self.ca_dir / "ca.crt")}}],
+            "users": [{"name": user, "user": {"client-certificate": str(pki / f"{user}.crt"),
+                                              "client-key": str(pki / f"{user}.key")}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
+            "current-context": "local",
+        }
+
+    def _write_kubeconfigs(self) -> None:
+        for user in ("kubelet-client", "coredns"):
+            self._path(f"{user}.kubeconfig").write_text(yaml.safe_dump(self._kubeconfig(user)))
+
+    def _admin_api(self) -> Any:
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.admin_kubeconfig))
+
+    def _grant_coredns(self) -> None:
+        """CoreDNS's kubernetes plugin reads Services, EndpointSlices and Namespaces;
+        its certificate's user gets exactly that."""
+        from kubernetes import client
+
+        rbac = client.RbacAuthorizationV1Api(self._admin_api())
+        role = {"metadata": {"name": COREDNS_ROLE}, "rules": [
+            {"apiGroups": [""], "resources": ["services", "namespaces"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
+        ]}
+        binding = {"metadata": {"name": COREDNS_ROLE},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": COREDNS_ROLE},
+                   "subjects": [{"kind": "User", "name": "vpipe-test-coredns",
+                                 "apiGroup": "rbac.authorization.k8s.io"}]}
+        for create, replace, body in ((rbac.create_cluster_role, rbac.replace_cluster_role, role),
+                                      (rbac.create_cluster_role_binding, rbac.replace_cluster_role_binding, binding)):
+            try:
+                create(body)
+            except client.ApiException as err:
+                if err.status != 409:
+                    raise
+                replace(COREDNS_ROLE, body)
+
+    def _write_cni_config(self) -> None:
+        config = {
+            "cniVersion": "0.4.0",
+            "name": self.network_name,
+            "plugins": [{
+                "type": "bridge",
+                "bridge": self.bridge,
+                # The bridge and its gateway address exist before the first pod
+                # (_create_bridge), so CoreDNS and the kubelet can bind to it at start.
+                "isGateway": True,
+                "isDefaultGateway": False,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": self.subnet, "gateway": self.gateway_ip}]],
+                    "dataDir": str(self._path("cni", "ipam")),
+                    # no "routes": pods get the bridge subnet only, no default route
+                },
+            }],
+        }
+        self._path("cni", "net.d", "10-vpipe-test.conflist").write_text(json.dumps(config, indent=2) + "\n")
+
+    def _containerd_config(self) -> str:
+        cri = 'plugins."io.containerd.grpc.v1.cri"'
+        c = self._path("containerd")
+        return f"""\
+version = 2
+root = "{c / 'root'}"
+state = "{c / 'state'}"
+# /opt/containerd and the snapshotters this node does not use stay untouched.
+disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.aufs"]
+
+[grpc]
+  address = "{self.containerd_socket}"
+[ttrpc]
+  address = "{self.containerd_socket}.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+
+[{cri}]
+  sandbox_image = "{self.pause_image}"
+  # The kubelet asks for a negative OOM score for the sandbox, which this machine
+  # forbids; without this every sandbox fails ("can't get final child's PID from pipe").
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+  # Pod network namespaces are pinned under our state dir, not in the host's /var/run/netns.
+  netns_mounts_under_state_dir = true
+[{cri}.containerd]
+  snapshotter = "overlayfs"
+  default_runtime_name = "runc"
+[{cri}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[{cri}.containerd.runtimes.runc.options]
+  SystemdCgroup = false
+  BinaryName = "{shutil.which('runc') or 'runc'}"
+  Root = "{c / 'runc'}"
+[{cri}.cni]
+  bin_dir = "/usr/lib/cni"
+  conf_dir = "{self._path('cni', 'net.d')}"
+  max_conf_num = 1
+"""
+
+    def _start_containerd(self) -> None:
+        config = self._path("containerd", "config.toml")
+        config.write_text(self._containerd_config())
+        self._spawn("containerd", ["containerd", "--config", str(config), "--log-level", "info"])
+
+    def _ctr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        result = _run("ctr", "--address", str(self.containerd_socket), "--namespace",
+                      CONTAINERD_NAMESPACE, *args, check=False)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"ctr {' '.join(args)} failed: {result.stderr.strip()}")
+        return result
+
+    def _containerd_ready(self) -> bool:
+        return self.containerd_socket.exists() and self._ctr("version", check=False).returncode == 0
+
+    def _start_coredns(self) -> None:
+        corefile = self._path("coredns", "Corefile")
+        corefile.write_text(f"""\
+{CLUSTER_DOMAIN}:53 {{
+    bind {self.gateway_ip}
+    health 127.0.0.1:{self.ports['coredns-health']}
+    ready 127.0.0.1:{self.ports['coredns-ready']}
+    errors
+    log
+    cache 5
+    kubernetes {CLUSTER_DOMAIN} {{
+        kubeconfig {self._path('coredns.kubeconfig')} local
+        ttl 5
+    }}
+}}
+""")
+        self._spawn("coredns", [str(self.artifacts.binary("coredns")), "-conf", str(corefile)])
+
+    def _coredns_ready(self) -> bool:
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['coredns-ready']}/ready", timeout=5) as resp:
+            return resp.status == 200
+
+    def _kubelet_config(self) -> dict:
+        pki = self._path("pki")
+        return {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            # What this machine needs (a cgroup v1/v2 hybrid, swap, no systemd in charge).
+            "failCgroupV1": False,
+            "cgroupDriver": "cgroupfs",
+            "cgroupsPerQOS": False,
+            "enforceNodeAllocatable": [],
+            "failSwapOn": False,
+            "evictionHard": {},
+            # Our images are imported, never pulled: never garbage-collect them.
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "containerRuntimeEndpoint": f"unix://{self.containerd_socket}",
+            "address": self.gateway_ip,
+            "port": self.ports["kubelet"],
+            "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": self.ports["kubelet-healthz"],
+            "tlsCertFile": str(pki / "kubelet-serving.crt"),
+            "tlsPrivateKeyFile": str(pki / "kubelet-serving.key"),
+            # Only holders of a test-CA certificate (the API server) may call the kubelet.
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
+                               "x509": {"clientCAFile": str(self.ca_dir / "ca.crt")}},
+            "authorization": {"mode": "AlwaysAllow"},
+            "clusterDNS": [self.gateway_ip],
+            "clusterDomain": CLUSTER_DOMAIN,
+            "resolvConf": "",  # no search domains or servers of the host in pods
+            "podLogsDir": str(self.pod_logs_dir),
+            "registerWithTaints": [REAL_NODE_TAINT],
+            "maxPods": 50,
+        }
+
+    def _start_kubelet(self) -> None:
+        config = self._path("kubelet-config.yaml")
+        config.write_text(yaml.safe_dump(self._kubelet_config()))
+        self._spawn("kubelet", [
+            str(self.artifacts.binary("kubelet")),
+            f"--config={config}",
+            f"--kubeconfig={self._path('kubelet-client.kubeconfig')}",
+            f"--root-dir={self._path('kubelet')}",
+            f"--hostname-override={self.name}",
+            f"--node-ip={self.gateway_ip}",
+            f"--node-labels={REAL_NODE_LABEL}={REAL_NODE_LABEL_VALUE}",
+            "--v=1",
+        ])
+
+    def _node_ready(self) -> bool:
+        from kubernetes import client
+
+        node = client.CoreV1Api(self._admin_api()).read_node(self.name)
+        conditions = {c.type: c.status for c in (node.status.conditions or [])}
+        return conditions.get("Ready") == "True"
+
+    # ----- teardown helpers --------------------------------------------------------------
+
+    def _drain_pods(self, timeout: float = 60.0) -> None:
+        """Cordon the node and delete its pods through the API, so that the kubelet stops
+        them the normal way (CNI DEL, network namespace removed, mounts released)."""
+        from kubernetes import client
+
+        try:
+            core = client.CoreV1Api(self._admin_api())
+            core.patch_node(self.name, {"spec": {"unschedulable": True}})
+            pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={self.name}").items
+            for pod in pods:
+                try:
+                    core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace, grace_period_seconds=1)
+                except client.ApiException as err:
+                    if err.status != 404:
+                        raise
+        except Exception as err:  # noqa: BLE001 - the control plane may be gone: force below
+            self.log(f"real node: could not drain through the API ({err}); removing containers directly")
+            return
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if not self._ctr("tasks", "ls", "-q", check=False).stdout.split():
+                return
+            time.sleep(0.5)
+        self.log("real node: pods still running after the drain; removing them directly")
+
+    def _remove_containers(self) -> None:
+        """Kill and delete whatever containers containerd still has (the kubelet is gone)."""
+        if not self._containerd_ready():
+            return
+        for task in self._ctr("tasks", "ls", "-q", check=False).stdout.split():
+            self._ctr("tasks", "kill", "--signal", "SIGKILL", task, check=False)
+        for task in self._ctr("tasks", "ls", "-q", check=False).stdout.split():
+            for _ in range(50):
+                if self._ctr("tasks", "delete", task, check=False).returncode == 0:
+                    break
+                time.sleep(0.1)
+        for cid in self._ctr("containers", "ls", "-q", check=False).stdout.split():
+            self._ctr("containers", "delete", cid, check=False)
+
+    def _log_links(self) -> list[Path]:
+        if not CONTAINER_LOG_LINKS.is_dir():
+            return []
+        prefix = str(self.pod_logs_dir)
+        return [p for p in CONTAINER_LOG_LINKS.iterdir()
+                if p.is_symlink() and os.readlink(p).startswith(prefix)]
+
+    def _delete_node_object(self) -> None:
+        from kubernetes import client
+
+        try:
+            client.CoreV1Api(self._admin_api()).delete_node(self.name)
+        except Exception:  # noqa: BLE001 - gone already, or the control plane is down
+            pass
+
+    # ----- processes and state --------------------------------------------------------------
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        self.processes[name] = spawn(name, args, self.logs_dir, self.detach)
+
+    def _wait(self, check: Callable[[], bool], what: str, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while True:
+            for process in self.processes.values():
+                if not process.alive():
+                    raise StartupError(f"{process.name} exited while waiting for {what}:\n{_tail(process.log_path)}")
+            try:
+                if check():
+                    return
+            except Exception:  # noqa: BLE001 - not ready yet; retry until the deadline
+                pass
+            if time.monotonic() > end:
+                raise StartupError(f"timed out after {timeout:.0f}s waiting for {what}; logs in {self.logs_dir}")
+            time.sleep(0.3)
+
+    def _write_state(self) -> None:
+        state = {
+            "name": self.name, "server": self.server, "ca_dir": str(self.ca_dir),
+            "admin_kubeconfig": str(self.admin_kubeconfig), "artifacts": str(self.artifacts.directory),
+            "octet": self.octet, "ports": self.ports, "imported": self.imported,
+            "processes": {p.name: {"pid": p.pid, "args": p.args, "log": str(p.log_path)}
+                          for p in self.processes.values()},
+        }
+        (self.state_dir / "state.json").write_text(json.dumps(state, indent=2) + "\n")
+
+    @classmethod
+    def attach(cls, state_dir: Path, log: Callable[[str], None] = print) -> "RealNode":
+        """A handle on a node started by another process (`up --real-node`), for `down`."""
+        state = json.loads((state_dir / "state.json").read_text())
+        node = cls(state_dir=state_dir, artifacts=NodeArtifacts(Path(state["artifacts"])),
+                   server=state["server"], ca_dir=Path(state["ca_dir"]),
+                   admin_kubeconfig=Path(state["admin_kubeconfig"]), name=state["name"],
+                   detach=True, log=log, octet=state["octet"], ports=state["ports"],
+                   imported=state["imported"])
+        for name, info in state["processes"].items():
+            node.processes[name] = Process(name, info["args"], Path(info["log"]), None, info["pid"])
+        return node
+
