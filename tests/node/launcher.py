@@ -25,14 +25,23 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
 from tests.cluster import build as cluster_build
-from tests.cluster.launcher import Process, StartupError, _cmdline_of, _tail, free_port, spawn, terminate
+from tests.cluster.launcher import (
+    Process,
+    StartupError,
+    _cmdline_of,
+    _tail,
+    free_port,
+    spawn,
+    terminate,
+)
 from tests.node.build import NodeArtifacts
 
 REAL_NODE_LABEL = "vpipe.dev/real-node"
@@ -54,6 +63,15 @@ def pod_placement() -> dict[str, Any]:
         "tolerations": [{"key": REAL_NODE_LABEL, "operator": "Equal",
                          "value": REAL_NODE_LABEL_VALUE, "effect": "NoSchedule"}],
     }
+
+
+def _sha256_of(path: Path) -> str:
+    """Streamed: image archives can be gigabytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for chunk in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -200,7 +218,7 @@ class RealNode:
 
     # ----- lifecycle -------------------------------------------------------------------
 
-    def start(self, timeout: float = 180.0) -> "RealNode":
+    def start(self, timeout: float = 180.0) -> RealNode:
         started = time.monotonic()
         reap_abandoned_nodes(self.log)
         try:
@@ -268,7 +286,7 @@ class RealNode:
         if self.octet:
             _claim_path(self.bridge).unlink(missing_ok=True)
 
-    def __enter__(self) -> "RealNode":
+    def __enter__(self) -> RealNode:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -280,7 +298,7 @@ class RealNode:
         """Import an image archive (docker-archive or OCI tar, e.g. from ``podman save``)
         into the node's containerd; idempotent, skipped when this archive's content was
         already imported. Returns the archive's sha256."""
-        digest = hashlib.sha256(Path(archive).read_bytes()).hexdigest()
+        digest = _sha256_of(Path(archive))
         if digest in self.imported:
             return digest
         self._ctr("images", "import", str(archive))
@@ -653,7 +671,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         (self.state_dir / "state.json").write_text(json.dumps(state, indent=2) + "\n")
 
     @classmethod
-    def attach(cls, state_dir: Path, log: Callable[[str], None] = print) -> "RealNode":
+    def attach(cls, state_dir: Path, log: Callable[[str], None] = print) -> RealNode:
         """A handle on a node started by another process (`up --real-node`), for `down`."""
         state = json.loads((state_dir / "state.json").read_text())
         node = cls(state_dir=state_dir, artifacts=NodeArtifacts(Path(state["artifacts"])),
