@@ -20,9 +20,9 @@ import json
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from tests.cluster import build as cluster_build
 from tests.node import images

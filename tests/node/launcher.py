@@ -25,13 +25,23 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
-from tests.cluster.launcher import Process, StartupError, _cmdline_of, _tail, free_port, spawn, terminate
+from tests.cluster import build as cluster_build
+from tests.cluster.launcher import (
+    Process,
+    StartupError,
+    _cmdline_of,
+    _tail,
+    free_port,
+    spawn,
+    terminate,
+)
 from tests.node.build import NodeArtifacts
 
 REAL_NODE_LABEL = "vpipe.dev/real-node"
@@ -53,6 +63,15 @@ def pod_placement() -> dict[str, Any]:
         "tolerations": [{"key": REAL_NODE_LABEL, "operator": "Equal",
                          "value": REAL_NODE_LABEL_VALUE, "effect": "NoSchedule"}],
     }
+
+
+def _sha256_of(path: Path) -> str:
+    """Streamed: image archives can be gigabytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for chunk in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -96,6 +115,32 @@ def processes_mentioning(text: str) -> list[int]:
         if entry.name.isdigit() and int(entry.name) != os.getpid() and text in _cmdline_of(int(entry.name)):
             pids.append(int(entry.name))
     return pids
+
+
+def _claim_path(bridge: str) -> Path:
+    """Where a running node records its state dir, keyed by its bridge: a later start
+    finds nodes whose processes died with a killed test session and removes them."""
+    claims = cluster_build.cache_root() / "node-claims"
+    claims.mkdir(parents=True, exist_ok=True)
+    return claims / f"{bridge}.json"
+
+
+def reap_abandoned_nodes(log: Callable[[str], None]) -> None:
+    """Stop nodes whose kubelet and containerd are gone (their test session was killed:
+    both die with it) but whose containers, mounts or bridge may still be there."""
+    for claim in sorted(_claim_path("x").parent.glob(f"{BRIDGE_PREFIX}*.json")):
+        state_dir = Path(json.loads(claim.read_text())["state_dir"])
+        if (state_dir / "state.json").exists():
+            node = RealNode.attach(state_dir, log=log)
+            if any(p.alive() for p in node.processes.values()):
+                continue  # running (e.g. `up --real-node`, or another session's node)
+        else:
+            octet = int(claim.stem.removeprefix(BRIDGE_PREFIX))
+            node = RealNode(state_dir=state_dir, artifacts=NodeArtifacts(state_dir), server="",
+                            ca_dir=state_dir, admin_kubeconfig=state_dir / "none", log=log, octet=octet)
+        log(f"real node: cleaning up an abandoned node in {state_dir}")
+        node.stop()
+        claim.unlink(missing_ok=True)
 
 
 @dataclass
@@ -173,12 +218,14 @@ class RealNode:
 
     # ----- lifecycle -------------------------------------------------------------------
 
-    def start(self, timeout: float = 180.0) -> "RealNode":
+    def start(self, timeout: float = 180.0) -> RealNode:
         started = time.monotonic()
+        reap_abandoned_nodes(self.log)
         try:
             self._prepare()
             self.octet = _create_bridge()
             self._write_state()  # from here on `down` in another process can clean up
+            _claim_path(self.bridge).write_text(json.dumps({"state_dir": str(self.state_dir)}) + "\n")
             self._make_certs()
             self._write_kubeconfigs()
             self._grant_coredns()
@@ -221,11 +268,13 @@ class RealNode:
                 os.kill(pid, 9)
             except ProcessLookupError:
                 pass
+        self._remove_runc_containers()  # only left when containerd died before us (a crash)
         for point in mounts_under(self.state_dir):
             _run("umount", "-l", point, check=False)
-        for path in netns:
-            if Path(path).exists():
-                _run("umount", path, check=False)
+        pinned = self._path("containerd", "state", "io.containerd.grpc.v1.cri", "netns")
+        for path in [*netns, *(pinned.iterdir() if pinned.is_dir() else [])]:
+            if Path(path).exists():  # unmounted above, or never was: only the file is left
+                _run("umount", str(path), check=False)
                 Path(path).unlink(missing_ok=True)
         for link in self._log_links():
             link.unlink(missing_ok=True)
@@ -234,8 +283,10 @@ class RealNode:
         self._delete_node_object()
         self.processes.clear()
         (self.state_dir / "state.json").unlink(missing_ok=True)
+        if self.octet:
+            _claim_path(self.bridge).unlink(missing_ok=True)
 
-    def __enter__(self) -> "RealNode":
+    def __enter__(self) -> RealNode:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -247,7 +298,7 @@ class RealNode:
         """Import an image archive (docker-archive or OCI tar, e.g. from ``podman save``)
         into the node's containerd; idempotent, skipped when this archive's content was
         already imported. Returns the archive's sha256."""
-        digest = hashlib.sha256(Path(archive).read_bytes()).hexdigest()
+        digest = _sha256_of(Path(archive))
         if digest in self.imported:
             return digest
         self._ctr("images", "import", str(archive))
@@ -270,7 +321,8 @@ class RealNode:
             except json.JSONDecodeError:
                 continue
             for ns in (spec.get("linux") or {}).get("namespaces") or []:
-                if ns.get("type") == "network" and ns.get("path"):
+                # Sandboxes name their pinned netns; app containers join it by /proc/<pid>.
+                if ns.get("type") == "network" and ns.get("path") and not ns["path"].startswith("/proc/"):
                     paths.append(ns["path"])
         return sorted(set(paths))
 
@@ -563,6 +615,16 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         for cid in self._ctr("containers", "ls", "-q", check=False).stdout.split():
             self._ctr("containers", "delete", cid, check=False)
 
+    def _remove_runc_containers(self) -> None:
+        """Kill and delete containers straight through runc (its state is under our
+        state dir): what a crashed containerd could no longer stop."""
+        root = self._path("containerd", "runc", CONTAINERD_NAMESPACE)
+        if not root.is_dir():
+            return
+        runc = shutil.which("runc") or "runc"
+        for container in root.iterdir():
+            _run(runc, "--root", str(root), "delete", "--force", container.name, check=False)
+
     def _log_links(self) -> list[Path]:
         if not CONTAINER_LOG_LINKS.is_dir():
             return []
@@ -609,7 +671,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         (self.state_dir / "state.json").write_text(json.dumps(state, indent=2) + "\n")
 
     @classmethod
-    def attach(cls, state_dir: Path, log: Callable[[str], None] = print) -> "RealNode":
+    def attach(cls, state_dir: Path, log: Callable[[str], None] = print) -> RealNode:
         """A handle on a node started by another process (`up --real-node`), for `down`."""
         state = json.loads((state_dir / "state.json").read_text())
         node = cls(state_dir=state_dir, artifacts=NodeArtifacts(Path(state["artifacts"])),

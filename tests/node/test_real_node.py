@@ -10,8 +10,9 @@ import ipaddress
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -229,3 +230,60 @@ def test_a_stopped_node_leaves_nothing_behind(cluster, real_node: RealNode, name
     # The session's node is untouched.
     conditions = {c.type: c.status for c in core.read_node(real_node.name).status.conditions}
     assert conditions["Ready"] == "True"
+
+
+KILLED_SESSION = """
+import json, os, sys, time
+from pathlib import Path
+from kubernetes import client, config
+from tests.node import build
+from tests.node.launcher import RealNode, pod_placement
+server, ca_dir, kubeconfig, state_dir, namespace = sys.argv[1:]
+node = RealNode(state_dir=Path(state_dir), artifacts=build.build(log=lambda m: None), server=server,
+                ca_dir=Path(ca_dir), admin_kubeconfig=Path(kubeconfig), name="vpipe-real-node-c", log=lambda m: None)
+node.start()
+core = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
+pod = {"metadata": {"name": "orphan"}, "spec": {**pod_placement(), "containers": [{"name": "m",
+       "image": node.busybox_image, "imagePullPolicy": "Never", "command": ["sleep", "600"]}]}}
+pod["spec"]["nodeSelector"]["kubernetes.io/hostname"] = node.name
+core.create_namespaced_pod(namespace, pod)
+while core.read_namespaced_pod("orphan", namespace).status.phase != "Running":
+    time.sleep(0.2)
+print(json.dumps({"octet": node.octet, "netns": node.sandbox_netns()}), flush=True)
+os.kill(os.getpid(), 9)  # as a test session killed by a timeout: no finalizer runs
+"""
+
+
+def test_a_node_left_by_a_killed_session_is_removed_at_the_next_start(
+    cluster, real_node: RealNode, namespace: str, tmp_path: Path
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.node.launcher import reap_abandoned_nodes
+
+    plane = cluster.require_local()
+    state_dir = tmp_path / "node-c"
+    state_dir.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-c", KILLED_SESSION, plane.server, str(plane.pki_dir), str(plane.kubeconfig),
+         str(state_dir), namespace],
+        check=False, capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[2],
+    )
+    assert result.returncode == -9, result.stderr[-3000:]
+    info = json.loads(result.stdout.strip().splitlines()[-1])
+    node = RealNode.attach(state_dir)
+    # The kubelet and containerd died with their session; the pod's container, its mounts
+    # and network namespace, the runc shim and the bridge did not.
+    end = time.monotonic() + 30
+    while any(p.alive() for p in node.processes.values()) and time.monotonic() < end:
+        time.sleep(0.2)
+    left = node.leftovers(info["netns"])
+    assert any(item.startswith("mount ") for item in left) and f"bridge vpipe-br{info['octet']}" in left, left
+
+    reap_abandoned_nodes(lambda m: None)  # what every node start does first
+
+    assert node.leftovers(info["netns"]) == []
+    core = _core(cluster)
+    assert "vpipe-real-node-c" not in [n.metadata.name for n in core.list_node().items]
