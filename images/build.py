@@ -148,6 +148,14 @@ def ensure_base(engine: Engine, how: str, log: Log = _stderr) -> str:
     return engine.image_id(BASE_IMAGE)
 
 
+def _drop_older(paths: Iterable[Path], keep: Path) -> None:
+    """The runtime image changes with every change of the package: keep one wheel set and one
+    archive per image, not one per commit."""
+    for path in paths:
+        if path != keep and not path.name.endswith(".partial"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
 def _work_dir() -> Path:
     # Build contexts and root file systems next to the wheel cache: hard links, no copies.
     path = cache_dir() / "work"
@@ -199,6 +207,7 @@ def wheels(name: str, log: Log = _stderr) -> Path:
     (staging / ".complete").write_text("")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
+    _drop_older(target.parent.glob(f"{name}-*"), keep=target)
     log(f"wheels for {name}: {len(list(target.glob('*.whl')))} in {time.monotonic() - started:.0f} s")
     return target
 
@@ -264,6 +273,7 @@ def save(built: Built, engine: Engine, directory: Path) -> Built:
         engine("tag", built.tag, canonical)
         engine("save", "--format", "docker-archive", "-o", str(partial), canonical, capture=True)
         partial.rename(archive)
+        _drop_older(directory.glob(f"{built.name}-*.tar"), keep=archive)
     return Built(built.name, built.tag, built.content_hash, built.built, built.seconds, archive)
 
 

@@ -1,0 +1,265 @@
+"""Training for real on the real node, through the train step (`train_tf` / `train_mpi`, what
+`vpipe train` calls), with the images built from images/: pods fetch the examples over HTTP
+from a server on the bridge, find each other by the headless service names Volcano's `svc`
+plugin makes (CoreDNS), read the data from a data PVC and write to a log PVC.
+
+The PVCs are hostPath PVs on this one node backed by directories of the test GlusterFS
+volume's FUSE mount; the data PVC is filled by the sync step from the test HDFS."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.images.fixtures import Images
+from tests.storage.trees import put_tree
+from volcano_pipelines.images import MPI_TRAINER_IMAGE, TENSORBOARD_IMAGE, TF_TRAINER_IMAGE
+from volcano_pipelines.steps import sync, tensorboard, train_mpi, train_tf
+
+pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers,
+              pytest.mark.hdfs, pytest.mark.gluster]
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+QUIET_TF = {"TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def node(real_node: Any, images: Images) -> Any:
+    """The real node with the trainer and TensorBoard images in its containerd."""
+    for name in ("trainer-tf", "trainer-mpi", "tensorboard"):
+        real_node.import_image(images.archive(name))
+    return real_node
+
+
+# A worker that fails the way a user's program does: a last log line, then exit 3.
+FAIL_SH = """#!/bin/bash
+echo "worker $VK_TASK_INDEX: loading data"
+echo "worker $VK_TASK_INDEX giving up: exit 3" >&2
+exit 3
+"""
+
+
+@pytest.fixture(scope="module")
+def code_url(node: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """examples/ (and fail/) over HTTP on the bridge's host address: the one place off the
+    bridge that pods reach."""
+    root = tmp_path_factory.mktemp("code")
+    for example in ("tf-ps", "mpi"):
+        (root / example).symlink_to(EXAMPLES / example)
+    (root / "fail").mkdir()
+    (root / "fail" / "run.sh").write_text(FAIL_SH)
+    server = http.server.ThreadingHTTPServer((node.gateway_ip, 0), functools.partial(_Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://{node.gateway_ip}:{server.server_address[1]}"
+    server.shutdown()
+
+
+@dataclass(frozen=True)
+class Volumes:
+    data_pvc: str
+    log_pvc: str
+    data_dir: Path  # on the host: the GlusterFS FUSE mount
+    log_dir: Path
+
+
+def _host_path_pvc(core: Any, namespace: str, name: str, path: Path, node_name: str) -> None:
+    """A PV on the real node's file system (hostPath, node affinity to it) bound to one claim."""
+    pv = f"{namespace}-{name}"[:63]
+    core.create_persistent_volume({
+        "metadata": {"name": pv, "labels": {"vpipe-test": "true"}},
+        "spec": {
+            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+            "hostPath": {"path": str(path), "type": "Directory"},
+            "claimRef": {"namespace": namespace, "name": name},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node_name]}]}]}},
+        },
+    })
+    core.create_namespaced_persistent_volume_claim(namespace, {
+        "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv,
+                 "resources": {"requests": {"storage": "1Gi"}}},
+    })
+
+
+@pytest.fixture
+def volumes(cluster: Any, namespace: str, node: Any, hdfs: Any, gluster: Any, tmp_path: Path) -> Iterator[Volumes]:
+    """Data staged by the sync step from HDFS onto GlusterFS, exposed to pods as PVCs."""
+    from kubernetes import client
+
+    made = tmp_path / "dataset"
+    subprocess.run([sys.executable, str(EXAMPLES / "data" / "make_dataset.py"), str(made), "--shards", "2"],
+                   check=True, capture_output=True)
+    hdfs_dir = f"/datasets/{namespace}"
+    put_tree(hdfs.client(), hdfs_dir, {p.name: p.read_bytes() for p in made.iterdir()})
+    root = gluster.fresh_dir(namespace)
+    data_dir, log_dir = root / "data", root / "logs"
+    result = sync(f"{hdfs.url}{hdfs_dir}", str(data_dir), checksum=True)
+    assert result.copied == len(list(made.iterdir())) and not result.failed
+    log_dir.mkdir()
+    log_dir.chmod(0o777)  # the trainer image runs as uid 1000; a hostPath PV has no fsGroup
+    core = client.CoreV1Api(cluster.api_client())
+    _host_path_pvc(core, namespace, "data", data_dir, node.name)
+    _host_path_pvc(core, namespace, "logs", log_dir, node.name)
+    try:
+        yield Volumes("data", "logs", data_dir, log_dir)
+    finally:
+        for pv in (f"{namespace}-data"[:63], f"{namespace}-logs"[:63]):
+            core.delete_persistent_volume(pv)
+
+
+def toleration(node: Any) -> str:
+    return f"{node.taint['key']}={node.taint['value']}:{node.taint['effect']}"
+
+
+def placement(node: Any) -> dict[str, Any]:
+    """The train step's own inputs (every task: "") that put every pod on the real node, and
+    a CPU request that lets four pods share its two cores (the default asks one core each)."""
+    return {"node_selector": {"": {node.label: node.label_value}}, "tolerations": {"": [toleration(node)]},
+            "cpu": {"": "250m"}, "memory": {"": "1536Mi"}}
+
+
+class PodClock:
+    """Watches pods in a namespace and records, per pod, when its containers terminated (from
+    the kubelet's status) and when the pod was deleted: the parameter server's linger is the
+    completion task's finish to the PS pod's end, measured on real pods."""
+
+    def __init__(self, cluster: Any, namespace: str) -> None:
+        from kubernetes import client, watch
+
+        self.finished: dict[str, float] = {}
+        self.deleted: dict[str, float] = {}
+        self._watch = watch.Watch()
+        core = client.CoreV1Api(cluster.api_client())
+        self._thread = threading.Thread(target=self._run, args=(core, namespace), daemon=True)
+        self._thread.start()
+
+    def _run(self, core: Any, namespace: str) -> None:
+        for event in self._watch.stream(core.list_namespaced_pod, namespace, timeout_seconds=900):
+            pod = event["object"]
+            name = pod.metadata.name
+            if event["type"] == "DELETED" or pod.metadata.deletion_timestamp:
+                self.deleted.setdefault(name, time.time())
+            for status in pod.status.container_statuses or []:
+                if status.state and status.state.terminated and status.state.terminated.finished_at:
+                    self.finished.setdefault(name, status.state.terminated.finished_at.timestamp())
+
+    def stop(self) -> None:
+        self._watch.stop()
+
+
+def test_tf2_parameter_servers_find_each_other_and_complete_job_ends_the_ps(
+    cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes
+) -> None:
+    clock = PodClock(cluster, namespace)
+    started = time.monotonic()
+    result = train_tf(
+        "ps2", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
+        ps=1, workers=2, chief=True, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc,
+        log_pvc=volumes.log_pvc, args=["--api=tf2", "--steps=60", "--threads=1", "--log_every=20",
+                                       "--checkpoint_every=30"],
+        env={"": QUIET_TF}, timeout=600, **placement(node),
+    )
+    seconds = time.monotonic() - started
+    clock.stop()
+    assert result.succeeded and result.phase == "Completed", result.to_dict()
+    # The chief trained through the PS and workers, checkpointed and exported on the log PVC.
+    metrics = json.loads((volumes.log_dir / "metrics.json").read_text())
+    assert metrics["global_step"] >= 60
+    assert list((volumes.log_dir / "export").glob("*/*/saved_model.pb"))
+    # The PS never ends by itself: it outlived the chief and was ended by CompleteJob.
+    chief_done = clock.finished["ps2-chief-0"]
+    ps_end = clock.deleted.get("ps2-ps-0") or clock.finished.get("ps2-ps-0")
+    assert ps_end is not None and ps_end >= chief_done
+    linger = ps_end - chief_done
+    print(f"\nreal node: TF2 PS job Completed in {seconds:.1f} s; PS outlived the chief by {linger:.2f} s")
+    assert result.tasks["chief"]["succeeded"] == 1
+
+
+def test_tf1_between_graph_with_run_sh_flags(cluster: Any, namespace: str, node: Any, code_url: str,
+                                             volumes: Volumes) -> None:
+    result = train_tf(
+        "ps1", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
+        ps=1, workers=2, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc, log_pvc=volumes.log_pvc,
+        args=["--api=tf1", "--steps=60", "--threads=1", "--log_every=20", "--checkpoint_every=30"],
+        env={"": QUIET_TF}, timeout=600, **placement(node),
+    )
+    assert result.succeeded and result.phase == "Completed", result.to_dict()
+    assert result.tasks["worker"]["succeeded"] == 2
+    assert list((volumes.log_dir / "export").glob("*/*/saved_model.pb"))
+
+
+def test_mpi_allreduce_over_ssh_between_pods(cluster: Any, namespace: str, node: Any, code_url: str,
+                                             volumes: Volumes) -> None:
+    from kubernetes import client
+
+    result = train_mpi(
+        "lr", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=MPI_TRAINER_IMAGE,
+        workers=2, code_url=f"{code_url}/mpi/", data_pvc=volumes.data_pvc, log_pvc=volumes.log_pvc,
+        command=["python3", "train.py", "--steps=50"], mpiexec_args=["--display-map"], timeout=600,
+        **placement(node),
+    )
+    assert result.succeeded and result.phase == "Completed", result.to_dict()
+    # mpiexec mapped one rank to each worker pod (reached over ssh through the hostfile), and
+    # the ranks' Allreduce made them agree on the weights.
+    log = client.CoreV1Api(cluster.api_client()).read_namespaced_pod_log("lr-mpimaster-0", namespace)
+    assert "lr-mpiworker-0" in log and "lr-mpiworker-1" in log, log
+    results = [dict(kv.split("=", 1) for kv in line.split()[1:]) for line in log.splitlines() if line.startswith("RESULT")]
+    assert sorted(r["rank"] for r in results) == ["0", "1"] and {r["size"] for r in results} == {"2"}, log
+    assert len({r["checksum"] for r in results}) == 1
+    assert json.loads((volumes.log_dir / "mpi-result.json").read_text())["ranks"] == 2
+
+
+def test_failing_worker_reports_pod_exit_code_and_log(cluster: Any, namespace: str, node: Any,
+                                                      code_url: str, volumes: Volumes) -> None:
+    result = train_tf(
+        "boom", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
+        ps=1, workers=1, code_url=f"{code_url}/fail/", data_pvc=volumes.data_pvc, log_pvc=volumes.log_pvc,
+        max_retry=1, restart_on_failure=False, timeout=300, **placement(node),
+    )
+    assert not result.succeeded
+    assert result.failure is not None, result.to_dict()
+    assert result.failure["pod"].startswith("boom-worker-0") and result.failure["exit_code"] == 3
+    assert "worker 0 giving up: exit 3" in result.failure["log_tail"]
+
+
+def test_tensorboard_answers_through_the_service_proxy(cluster: Any, namespace: str, node: Any,
+                                                       volumes: Volumes) -> None:
+    from kubernetes import client
+
+    (volumes.log_dir / "train").mkdir()
+    out = tensorboard("tb", kubeconfig=str(cluster.kubeconfig), namespace=namespace, log_pvc=volumes.log_pvc,
+                      image=TENSORBOARD_IMAGE, service_type="ClusterIP", timeout=300,
+                      node_selector={node.label: node.label_value}, tolerations=[toleration(node)])
+    assert out.ready, out
+    api = cluster.api_client()
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            body, status, _ = api.call_api(
+                f"/api/v1/namespaces/{namespace}/services/tb-tensorboard:http/proxy/data/environment", "GET",
+                auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=False)
+            break
+        except client.ApiException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+    assert status == 200
+    assert json.loads(body.data)["data_location"] == "/logs"
