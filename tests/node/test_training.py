@@ -47,8 +47,10 @@ def node(real_node: Any, images: Images) -> Any:
     return real_node
 
 
-# A worker that fails the way a user's program does: a last log line, then exit 3.
+# A worker that fails the way a user's program does (a last log line, then exit 3) while
+# its parameter server serves on.
 FAIL_SH = """#!/bin/bash
+if [ "$VPIPE_ROLE" != worker ]; then exec sleep infinity; fi
 echo "worker $VK_TASK_INDEX: loading data"
 echo "worker $VK_TASK_INDEX giving up: exit 3" >&2
 exit 3
@@ -232,11 +234,14 @@ def test_failing_worker_reports_pod_exit_code_and_log(cluster: Any, namespace: s
     result = train_tf(
         "boom", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
         ps=1, workers=1, code_url=f"{code_url}/fail/", data_pvc=volumes.data_pvc, log_pvc=volumes.log_pvc,
-        max_retry=1, restart_on_failure=False, timeout=300, **placement(node),
+        max_retry=1, timeout=300, **placement(node),
     )
-    assert not result.succeeded
-    assert result.failure is not None, result.to_dict()
-    assert result.failure["pod"].startswith("boom-worker-0") and result.failure["exit_code"] == 3
+    # A failed pod restarts the job (restart_on_failure) once (max_retry=1), then it fails.
+    assert not result.succeeded and result.phase == "Failed", result.to_dict()
+    assert result.retries == 1
+    assert result.failure is not None
+    assert result.failure["pod"] == "boom-worker-0" and result.failure["exit_code"] == 3
+    # The real last lines of the container's log, read back through the API server.
     assert "worker 0 giving up: exit 3" in result.failure["log_tail"]
 
 
@@ -249,17 +254,21 @@ def test_tensorboard_answers_through_the_service_proxy(cluster: Any, namespace: 
                       image=TENSORBOARD_IMAGE, service_type="ClusterIP", timeout=300,
                       node_selector={node.label: node.label_value}, tolerations=[toleration(node)])
     assert out.ready, out
+    # What the step reports as the API server's proxy URL is what a user opens: fetch it.
+    proxy = out.urls["api_proxy"]
+    assert proxy.startswith(str(cluster.api_client().configuration.host))
     api = cluster.api_client()
+    path = proxy.removeprefix(api.configuration.host) + "data/environment"
     deadline = time.monotonic() + 120
     while True:
         try:
-            body, status, _ = api.call_api(
-                f"/api/v1/namespaces/{namespace}/services/tb-tensorboard:http/proxy/data/environment", "GET",
-                auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=False)
+            body, status, _ = api.call_api(path, "GET", auth_settings=["BearerToken"], _preload_content=False,
+                                           _return_http_data_only=False)
             break
         except client.ApiException:
             if time.monotonic() > deadline:
                 raise
             time.sleep(2)
     assert status == 200
-    assert json.loads(body.data)["data_location"] == "/logs"
+    environment = json.loads(body.data)
+    assert environment["data_location"] == "/logs" and environment["version"] == "2.21.0"
