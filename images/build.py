@@ -300,7 +300,17 @@ def build(
             if save_dir is not None:
                 built = save(built, engine, save_dir)
             results[name] = built
+        _remove_replaced(engine)
         return results
+
+
+def _remove_replaced(engine: Engine) -> None:
+    """Images of ours that a rebuild left without a tag: the runtime image is rebuilt with
+    every change of the package, and a machine that runs CI daily must not fill its disk."""
+    found = engine("images", "-q", "--filter", "dangling=true", "--filter", f"label={HASH_LABEL}",
+                   capture=True, check=False)
+    for image_id in sorted(set(found.stdout.split())):
+        engine("rmi", image_id, capture=True, check=False)  # still used by a container: kept
 
 
 def main(argv: Sequence[str] | None = None) -> int:
