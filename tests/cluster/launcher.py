@@ -22,6 +22,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -565,20 +566,7 @@ class ControlPlane:
             return False
 
     def _wait(self, check: Callable[[], bool], what: str, timeout: float) -> None:
-        end = time.monotonic() + timeout
-        while True:
-            for process in self.processes.values():
-                if not process.alive():
-                    tail = _tail(process.log_path)
-                    raise StartupError(f"{process.name} exited while waiting for {what}:\n{tail}")
-            try:
-                if check():
-                    return
-            except Exception:  # noqa: BLE001 - not ready yet; retry until the deadline
-                pass
-            if time.monotonic() > end:
-                raise StartupError(f"timed out after {timeout:.0f}s waiting for {what}; logs in {self.state_dir / 'logs'}")
-            time.sleep(0.3)
+        wait_until(check, what, timeout, self.processes.values(), self.state_dir / "logs")
 
     # ----- state file (for `down` from another process) --------------------------------
 
@@ -601,6 +589,24 @@ class ControlPlane:
         for name, info in state["processes"].items():
             plane.processes[name] = Process(name, info["args"], Path(info["log"]), None, info["pid"])
         return plane
+
+
+def wait_until(check: Callable[[], bool], what: str, timeout: float, processes: Iterable[Process],
+               logs_dir: Path) -> None:
+    """Poll `check` until it is true; fail at once when one of our processes exits."""
+    end = time.monotonic() + timeout
+    while True:
+        for process in processes:
+            if not process.alive():
+                raise StartupError(f"{process.name} exited while waiting for {what}:\n{_tail(process.log_path)}")
+        try:
+            if check():
+                return
+        except Exception:  # noqa: BLE001 - not ready yet; retry until the deadline
+            pass
+        if time.monotonic() > end:
+            raise StartupError(f"timed out after {timeout:.0f}s waiting for {what}; logs in {logs_dir}")
+        time.sleep(0.3)
 
 
 def _tail(path: Path, lines: int = 30) -> str:

@@ -37,10 +37,10 @@ from tests.cluster.launcher import (
     Process,
     StartupError,
     _cmdline_of,
-    _tail,
     free_port,
     spawn,
     terminate,
+    wait_until,
 )
 from tests.node.build import NodeArtifacts
 
@@ -646,19 +646,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         self.processes[name] = spawn(name, args, self.logs_dir, self.detach)
 
     def _wait(self, check: Callable[[], bool], what: str, timeout: float) -> None:
-        end = time.monotonic() + timeout
-        while True:
-            for process in self.processes.values():
-                if not process.alive():
-                    raise StartupError(f"{process.name} exited while waiting for {what}:\n{_tail(process.log_path)}")
-            try:
-                if check():
-                    return
-            except Exception:  # noqa: BLE001 - not ready yet; retry until the deadline
-                pass
-            if time.monotonic() > end:
-                raise StartupError(f"timed out after {timeout:.0f}s waiting for {what}; logs in {self.logs_dir}")
-            time.sleep(0.3)
+        wait_until(check, what, timeout, self.processes.values(), self.logs_dir)
 
     def _write_state(self) -> None:
         state = {
