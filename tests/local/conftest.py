@@ -7,6 +7,8 @@ from __future__ import annotations
 import functools
 import http.server
 import importlib.util
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +19,6 @@ from typing import Any
 import pytest
 
 from volcano_pipelines.backends.local import LocalBackend, LocalSession
-from volcano_pipelines.local.processes import marked_processes
 from volcano_pipelines.volcano.status import FINAL_PHASES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -104,20 +105,65 @@ class Local:
     jobs: list[tuple[str, str]] = field(default_factory=list)
 
 
+def processes_touching(root: Path) -> dict[int, str]:
+    """Every process (but this one) whose working directory, command line or environment
+    names `root`, with its command line: the leak check. Deliberately independent of the
+    backend's own bookkeeping (its pod marker, process groups, shims), which it checks: a
+    process of a test's pods works in, writes to or was told about the test's directory, even
+    one that cleared its environment (its working directory is still there)."""
+    needle = str(root).encode()
+    found: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            if stat.rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            cmdline = (entry / "cmdline").read_bytes()
+            hits = needle in cmdline
+            try:
+                hits = hits or os.readlink(entry / "cwd").startswith(str(root))
+                hits = hits or needle in (entry / "environ").read_bytes()
+            except OSError:  # not ours to look into: only its command line counts
+                pass
+        except (OSError, IndexError):  # gone meanwhile
+            continue
+        if hits:
+            found[int(entry.name)] = cmdline.replace(b"\0", b" ").decode("utf-8", "replace")[:200]
+    return found
+
+
+def assert_no_leak(root: Path, settle_seconds: float = 0.0) -> None:
+    """Fails when a process of `root` is still there (after waiting up to `settle_seconds`
+    for it to go), and kills every one it found either way, so that one test's leak does not
+    run on into the next ones."""
+    deadline = time.monotonic() + settle_seconds
+    left = processes_touching(root)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = processes_touching(root)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    assert not left, f"processes left behind (now killed): {left}"
+
+
 @pytest.fixture
 def local(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Local]:
-    """A backend of its own per test. At the end every pod of every job it ran must be gone
-    from the process table."""
+    """A backend of its own per test. At the end no process may be left that works in,
+    names or was told about the test's directory (the pods' working directories, logs and
+    data are all under it)."""
     data_dir = request.getfixturevalue("dataset") if "dataset" in request.fixturenames else tmp_path / "data"
     output = Output()
     backend = LocalBackend(tmp_path / "work", data_dir=data_dir, log_dir=tmp_path / "logs", output=output,
                            grace_seconds=5)
     env = Local(backend, output, tmp_path / "work", tmp_path / "logs", Path(data_dir))
     yield env
-    uids = [r["uid"] for ns, name in env.jobs for r in backend.replicas(ns, name)]
     backend.close()
-    left = {uid: marked_processes(uid) for uid in uids}
-    assert not any(left.values()), f"processes left behind: {left}"
+    assert_no_leak(tmp_path)
 
 
 @dataclass

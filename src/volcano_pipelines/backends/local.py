@@ -13,6 +13,8 @@ that still runs, so nothing outlives the step that started it."""
 from __future__ import annotations
 
 import atexit
+import errno
+import fcntl
 import os
 import sys
 import threading
@@ -63,6 +65,10 @@ class LocalBackend:
         self.workdir = Path(workdir).absolute()
         self.data_dir = Path(data_dir).absolute() if data_dir is not None else self.workdir / "data"
         self.log_dir = Path(log_dir).absolute() if log_dir is not None else self.workdir / "logs"
+        # Checked, all three, before any is created.
+        for field, directory in (("local_dir", self.workdir), ("local_data_dir", self.data_dir),
+                                 ("local_log_dir", self.log_dir)):
+            check_directory(field, directory)
         self._output = output
         self._output_lock = threading.Lock()
         self._grace_seconds = grace_seconds
@@ -71,9 +77,20 @@ class LocalBackend:
         self._base_env["PATH"] = default_path()
         self._base_env.update(env or {})
         self._jobs: dict[tuple[str, str], JobRunner] = {}
+        self._name_locks: dict[tuple[str, str], int] = {}  # open lock files, held while a job runs
         self._lock = threading.Lock()
-        for directory in (self.workdir, self.data_dir, self.log_dir):
-            directory.mkdir(parents=True, exist_ok=True)
+        created: list[Path] = []
+        for field, directory in (("local_dir", self.workdir), ("local_data_dir", self.data_dir),
+                                 ("local_log_dir", self.log_dir)):
+            try:
+                created += make_dirs(directory)
+            except OSError as err:  # what the checks cannot see (root in /proc, a read-only mount)
+                for path in reversed(created):  # bad input creates nothing
+                    try:
+                        path.rmdir()
+                    except OSError:
+                        pass
+                raise InputError(field, str(directory), f"a directory this user can create ({err.strerror})") from None
         atexit.register(self.close)
 
     # --- the Backend protocol
@@ -99,8 +116,10 @@ class LocalBackend:
                     + "; choose another name, delete it, or pass the same run id to attach to it",
                 )
             validate(manifest)
+            self._take_name(namespace, name)
             runner = JobRunner(manifest, self._paths(namespace, name), write_line=self._write_line,
-                               grace_seconds=self._grace_seconds, base_env=self._base_env, clock=self._clock)
+                               grace_seconds=self._grace_seconds, base_env=self._base_env, clock=self._clock,
+                               on_done=lambda: self._release_name(namespace, name))
             self._jobs[(namespace, name)] = runner
         runner.start()
         return runner.snapshot(), True
@@ -133,6 +152,37 @@ class LocalBackend:
             runner.abort("the local backend closed")
 
     # --- internals
+
+    def _take_name(self, namespace: str, name: str) -> None:
+        """A job name is one job at a time in a working directory, across processes too (two
+        `vpipe train --backend local` runs of one name would share its directories): an
+        exclusive lock on <workdir>/jobs/<namespace>/<name>.lock, held until the job ends and
+        released by the kernel when this process dies, however it dies."""
+        path = self.workdir / "jobs" / namespace / f"{name}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            owner = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            if err.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            raise InputError(
+                "job.name", name,
+                f"a name not already used in namespace {namespace}: job {name} is running in {self.workdir} "
+                f"under another vpipe process{f' (pid {owner})' if owner.isdigit() else ''}; choose another name "
+                "or wait for it to end",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._name_locks[(namespace, name)] = fd
+
+    def _release_name(self, namespace: str, name: str) -> None:
+        with self._lock:
+            fd = self._name_locks.pop((namespace, name), None)
+        if fd is not None:
+            os.close(fd)  # releases the lock
 
     def _runner(self, namespace: str, name: str) -> JobRunner | None:
         with self._lock:
@@ -206,6 +256,11 @@ class LocalSession:
         self._runner.abort(reason)
         return "aborted"
 
+    def hurry(self) -> None:
+        """A stop under way kills the tasks now instead of waiting out their grace period
+        (a second Ctrl-C)."""
+        self._runner.hurry()
+
     def delete(self) -> None:
         self._runner.delete()
         self._backend._forget(self._runner)
@@ -228,6 +283,45 @@ class LocalSession:
     def missing(self) -> list[str]:
         # Every source of information is this process's own: nothing can be refused.
         return []
+
+
+def make_dirs(path: Path) -> list[Path]:
+    """mkdir -p; returns the directories it created, outermost first."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    created = []
+    try:
+        for directory in reversed(missing):
+            directory.mkdir(exist_ok=True)
+            created.append(directory)
+    except OSError:
+        for directory in reversed(created):
+            try:
+                directory.rmdir()
+            except OSError:
+                pass
+        raise
+    return created
+
+
+def check_directory(field: str, path: Path) -> None:
+    """`path` is, or can be made, a directory this user writes to; checked without creating
+    anything (the nearest existing ancestor must be a writable directory)."""
+    if path.exists():
+        if not path.is_dir():
+            raise InputError(field, str(path), "a directory (this is a file)")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise InputError(field, str(path), "a directory this user can write to")
+        return
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(field, str(path), f"a directory that can be created ({parent} is not a directory)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(field, str(path), f"a directory that can be created ({parent} is not writable by this user)")
 
 
 def tail(path: Path, lines: int) -> str | None:

@@ -16,6 +16,7 @@ from volcano_pipelines.manifest import to_yaml
 from volcano_pipelines.steps import train as train_step
 from volcano_pipelines.steps.results import TrainResult
 from volcano_pipelines.steps.train_spec import MPI_TASKS, TF_TASKS
+from volcano_pipelines.volcano.status import FAILED_PHASES
 
 KINDS: dict[str, tuple[Callable[..., Any], Callable[..., Any], tuple[str, ...], str]] = {
     "tf": (train_step.render_tf, train_step.train_tf, TF_TASKS,
@@ -97,6 +98,10 @@ def _train(args: argparse.Namespace) -> int:
         print(f"dry run: job {result.namespace}/{result.name} was not created", file=sys.stderr)
         return EXIT_OK
     _report(result, as_json=args.json)
+    if not getattr(args, "wait", True):
+        # --no-wait: the step's work is the submission; a job merely not finished yet is fine,
+        # one that already failed (a re-run attached to it) is not.
+        return EXIT_FAILED if result.phase in FAILED_PHASES else EXIT_OK
     return EXIT_OK if result.succeeded else EXIT_FAILED
 
 

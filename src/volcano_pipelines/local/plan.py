@@ -9,6 +9,8 @@ What a pod gets on a cluster, and what stands for it here:
   /etc/volcano (here a directory of the job);
 - pod DNS names `<job>-<task>-<i>.<job>[:port]` in env values: 127.0.0.1 with a port of its
   own per pod and container port (every pod shares this machine's network);
+- its own /tmp: TMPDIR names a directory of the pod, removed when the pod ends (mktemp in
+  the container's script must not leave files in this machine's /tmp);
 - volumes: emptyDir -> a directory per pod, the data / log PVCs -> the backend's data and
   log directories, other PVCs -> a directory per claim; env values naming a path under a
   mount point name the local directory instead.
@@ -67,6 +69,7 @@ class ReplicaPlan:
     entry: str | None = None  # the entry point the container runs, when it runs one
     standin: str | None = None  # "sshd": the backend's stand-in runs instead of the container's sshd
     ports: dict[int, int] = field(default_factory=dict)  # container port -> local port
+    tmp_dir: str | None = None  # the pod's /tmp (TMPDIR), removed when the pod ends
 
 
 def pod_name(job_name: str, task: str, index: int) -> str:
@@ -294,9 +297,11 @@ def plan_job(
                 if "VPIPE_WORKER_HOSTFILE" in env:
                     env["VPIPE_WORKER_HOSTFILE"] = f"{layout.svc_dir}/nodes"
             cwd = remap_path(container["workingDir"], all_mounts) if container.get("workingDir") else f"{pod_dir}/work"
-            full_env = {**base_env, "HOSTNAME": pod, **env, POD_UID_ENV: pod_uids[pod]}
+            tmp_dir = f"{pod_dir}/tmp"
+            # A container's /tmp is its own; TMPDIR set by the container's env wins.
+            full_env = {**base_env, "HOSTNAME": pod, "TMPDIR": tmp_dir, **env, POD_UID_ENV: pod_uids[pod]}
             created = [local for _, local, create in volume_mounts if create] + [local for _, local in storage]
-            dirs = tuple(dict.fromkeys([cwd, *created]))
+            dirs = tuple(dict.fromkeys([cwd, tmp_dir, *created]))
             plans.append(ReplicaPlan(
                 task=task["name"],
                 index=index,
@@ -311,6 +316,7 @@ def plan_job(
                 entry=env.get("VPIPE_ENTRY") if _is_command(task, _TF_COMMAND) else None,
                 standin=standin,
                 ports={port: local for (p, port), local in local_ports.items() if p == pod},
+                tmp_dir=tmp_dir,
             ))
     return plans
 

@@ -1,17 +1,21 @@
-"""One pod as a process group on this machine: start it, stream its output (prefixed, and to
-a log file), notice its exit, stop it like the kubelet stops a container (SIGTERM to the main
-process, SIGKILL to everything left after the grace period), and leave nothing behind.
+"""One pod as a process tree on this machine: start it, stream its output (prefixed, and to a
+log file), notice its exit, stop it like the kubelet stops a container (SIGTERM to the main
+process, SIGKILL to everything left after the grace period), and leave nothing behind, even
+when the backend itself is killed.
 
-A container's processes all die with it. Here a pod's processes are found two ways: its
-process group (every process started with start_new_session), and the POD_UID_ENV variable
-every descendant inherits (mpiexec's ranks and daemonizing servers leave the group, not
-their environment)."""
+Each pod runs under its own init process, `shim.py` (see there): a child subreaper that keeps
+every process the pod starts below it, passes SIGTERM on, kills the whole tree when the main
+process exits, when told to, and when the backend dies (the end of a pipe only the backend
+holds). Two more nets catch what an init that was itself killed could leave: the pod's process
+group (start_new_session) and the POD_UID_ENV variable every descendant inherits."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +25,34 @@ from typing import BinaryIO
 from volcano_pipelines.local.plan import POD_UID_ENV, ReplicaPlan
 
 PROC = Path("/proc")
+SHIM = str(Path(__file__).with_name("shim.py"))
+# Longer output lines are passed on in pieces of this size: a program that writes without a
+# newline must not make the backend buffer all of it (the log file gets the bytes unchanged).
+MAX_LINE_BYTES = 64 * 1024
+# How long the shim gets to kill its tree when told to, before the process group and the
+# marked processes are killed from here.
+SHIM_KILL_WAIT_SECONDS = 5.0
+
+
+def supervised_popen(argv: list[str], **kwargs: object) -> tuple[subprocess.Popen[bytes], int]:
+    """Popen of `argv` under a shim in a session of its own; returns the process (the shim,
+    whose exit status is the program's) and the write end of its control pipe: write a byte
+    to kill the tree now, close it to let the tree die. Raises OSError like Popen."""
+    read_end, write_end = os.pipe()
+    try:
+        proc = subprocess.Popen(  # noqa: S603 - argv is the pod's command, never a shell string
+            [sys.executable, "-I", "-S", SHIM, str(read_end), "--", *argv],
+            pass_fds=(read_end,),
+            start_new_session=True,  # its own process group, away from our terminal's signals
+            close_fds=True,
+            **kwargs,  # type: ignore[arg-type]
+        )
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    return proc, write_end
 
 
 def marked_processes(pod_uid: str) -> list[int]:
@@ -77,6 +109,8 @@ class PodProcess:
         self.exited = threading.Event()
         self._log: BinaryIO | None = None
         self._pump: threading.Thread | None = None
+        self._control: int | None = None  # write end of the shim's control pipe
+        self._control_lock = threading.Lock()
 
     @property
     def pid(self) -> int | None:
@@ -89,15 +123,13 @@ class PodProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - the output thread owns and closes it
         try:
-            self.proc = subprocess.Popen(
+            self.proc, self._control = supervised_popen(
                 list(self.plan.argv),
                 env=self.plan.env,
                 cwd=self.plan.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group, away from our terminal's signals
-                close_fds=True,
             )
         except OSError:
             self._log.close()
@@ -110,7 +142,7 @@ class PodProcess:
     def _read_output(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None and self._log is not None
         prefix = f"{self.plan.task}-{self.plan.index} | "
-        for raw in iter(self.proc.stdout.readline, b""):
+        for raw in iter(lambda: self.proc.stdout.readline(MAX_LINE_BYTES), b""):  # type: ignore[union-attr]
             self._log.write(raw)
             self._log.flush()
             self._write_line(prefix + raw.decode("utf-8", "replace").rstrip("\r\n"))
@@ -121,8 +153,12 @@ class PodProcess:
         assert self.proc is not None
         returncode = self.proc.wait()
         self.finished_at = self._clock()
-        # The container is gone: so is everything that ran in it.
+        self._close_control()
+        # The container is gone: so is everything that ran in it (the shim killed its tree;
+        # this catches what a killed shim could not), and so is its /tmp.
         self.kill_leftovers()
+        if self.plan.tmp_dir:
+            shutil.rmtree(self.plan.tmp_dir, ignore_errors=True)
         if self._pump is not None:
             self._pump.join(timeout=10)
         # Kubernetes reports death by signal N as exit code 128 + N.
@@ -153,7 +189,16 @@ class PodProcess:
                 pass
 
     def kill(self) -> None:
-        """After the grace period: SIGKILL to everything of the pod."""
+        """After the grace period: the shim kills every process of the pod."""
+        with self._control_lock:
+            if self._control is not None:
+                try:
+                    os.write(self._control, b"k")
+                except OSError:  # the shim is gone already
+                    pass
+
+    def kill_hard(self) -> None:
+        """When the shim did not end: SIGKILL to its process group and the marked processes."""
         if self.proc is not None and self.proc.returncode is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -161,19 +206,35 @@ class PodProcess:
                 pass
         _signal_pids(marked_processes(self.pod_uid), signal.SIGKILL)
 
+    def _close_control(self) -> None:
+        with self._control_lock:
+            if self._control is not None:
+                os.close(self._control)
+                self._control = None
 
-def stop_pods(pods: list[PodProcess], grace_seconds: float) -> None:
+
+def stop_pods(pods: list[PodProcess], grace_seconds: float, hurry: threading.Event | None = None) -> None:
     """Stop every pod at once, as Volcano deletes a job's pods together; returns when all of
-    them and everything they started are gone."""
+    them and everything they started are gone. `hurry`, once set, ends the grace period."""
     running = [p for p in pods if p.proc is not None and not p.exited.is_set()]
     for pod in running:
         pod.terminate()
     deadline = time.monotonic() + grace_seconds
+    hurry = hurry or threading.Event()
+    while not hurry.is_set() and not all(p.exited.is_set() for p in running):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        hurry.wait(min(left, 0.1))
+    for pod in running:
+        if not pod.exited.is_set():
+            pod.kill()
+    deadline = time.monotonic() + SHIM_KILL_WAIT_SECONDS
     for pod in running:
         pod.exited.wait(max(0.0, deadline - time.monotonic()))
     for pod in running:
         if not pod.exited.is_set():
-            pod.kill()
+            pod.kill_hard()
     for pod in running:
         # SIGKILL cannot be ignored; the wait covers reading the rest of the output.
         pod.exited.wait(30)

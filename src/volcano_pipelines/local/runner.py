@@ -13,6 +13,7 @@ import logging
 import os
 import queue
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from typing import Any
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.local import plan as planning
-from volcano_pipelines.local.processes import PodProcess, stop_pods
+from volcano_pipelines.local.processes import PodProcess, stop_pods, supervised_popen
 from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL, VOLCANO_TASK_LABEL
 
 # The fetch program the container's script runs (entrypoint.py keeps it private; see the report).
@@ -113,8 +114,12 @@ class JobRunner:
         grace_seconds: float,
         base_env: Mapping[str, str],
         clock: Callable[[], float] = time.time,
+        on_done: Callable[[], None] | None = None,
     ) -> None:
+        """`on_done` is called once the job has ended and every process of it is gone."""
         self.paths = paths
+        self._on_done = on_done
+        self._hurry = threading.Event()
         self._write_line = write_line
         self._grace_seconds = grace_seconds
         self._base_env = dict(base_env)
@@ -197,6 +202,10 @@ class JobRunner:
             self.deleted = True
             self._cond.notify_all()
 
+    def hurry(self) -> None:
+        """Pods being stopped are killed now, without the rest of their grace period."""
+        self._hurry.set()
+
     def _command(self, event: tuple[Any, ...]) -> None:
         if self._done.is_set():
             return
@@ -204,7 +213,10 @@ class JobRunner:
         self._cancel.set()
         proc = self._preflight_proc
         if proc is not None and proc.poll() is None:
-            proc.kill()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # the fetch and its shim (one session)
+            except (ProcessLookupError, PermissionError):
+                pass
         # Generous: every pod gets its grace period at once, then SIGKILL.
         self._done.wait(self._grace_seconds + 120)
 
@@ -303,6 +315,8 @@ class JobRunner:
             self._done.set()
             with self._cond:
                 self._cond.notify_all()
+            if self._on_done is not None:
+                self._on_done()
 
     def _attempts(self) -> None:
         while True:
@@ -418,11 +432,13 @@ class JobRunner:
         env = {k: v for k, v in p.env.items() if k in ("PATH", "HOME", "LANG", "VPIPE_CODE_URL", "VPIPE_CODE_SHA256")}
         env["VPIPE_CODE_DIR"] = str(target)
         target.mkdir(parents=True, exist_ok=True)
-        self._preflight_proc = subprocess.Popen([python, "-c", FETCH_PY], env=env, stdin=subprocess.DEVNULL,
-                                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # Under a shim like the pods: a download must not outlive a killed backend either.
+        self._preflight_proc, control = supervised_popen([python, "-c", FETCH_PY], env=env, stdin=subprocess.DEVNULL,
+                                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             _, err = self._preflight_proc.communicate()
         finally:
+            os.close(control)
             returncode = self._preflight_proc.returncode
             self._preflight_proc = None
         if returncode != 0 and not self._cancel.is_set():
@@ -600,7 +616,7 @@ class JobRunner:
                 if r.phase in ("Pending", "Running") or not keep_finished:
                     r.stopped_by = r.stopped_by or action
         self._changed()
-        stop_pods([r.process for r in records if r.process is not None], self._grace_seconds)
+        stop_pods([r.process for r in records if r.process is not None], self._grace_seconds, self._hurry)
         self._changed()
 
     # --- status
@@ -649,7 +665,12 @@ class JobRunner:
         try:
             with self._persist_lock:
                 text = json.dumps(self.snapshot(), indent=2, sort_keys=True)
-                path.with_suffix(".tmp").write_text(text)
-                os.replace(path.with_suffix(".tmp"), path)
+                # Owner only: the job's env may hold credentials (a code URL's user-info).
+                tmp = path.with_suffix(".tmp")
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w") as f:
+                    os.fchmod(f.fileno(), 0o600)
+                    f.write(text)
+                os.replace(tmp, path)
         except OSError as err:  # a record for people; the job goes on without it
             log.debug("cannot write %s: %s", path, err)

@@ -321,6 +321,12 @@ def _train(render: Any, name: str, job: dict[str, Any], *, backend: str, kubecon
         raise InputError("on_cancel", on_cancel, f"one of {', '.join(ON_CANCEL_CHOICES)}")
     if not isinstance(log_lines, int) or not 0 <= log_lines <= 10_000:
         raise InputError("log_lines", log_lines, "an integer from 0 to 10000")
+    if backend == "local" and not wait:
+        raise InputError("wait", wait, "true with the local backend: its tasks run in this process and end with it "
+                                       "(submit and return needs the cluster backend)")
+    if backend == "local" and on_cancel == "keep":
+        raise InputError("on_cancel", on_cancel, "delete or abort with the local backend: its tasks end with this "
+                                                 "process, so a cancelled step cannot keep them running")
     unknown = sorted(set(job) - set(_job_params(render)))
     if unknown:
         raise InputError(unknown[0], job[unknown[0]], f"an argument of {render.__name__.replace('render', 'train')}")

@@ -83,7 +83,8 @@ def run(
             try:
                 return _Waiter(session, job, created, policy, progress, clock, backend.name).wait()
             except Cancelled as err:
-                done = _cancel(session, policy.on_cancel)
+                with _hurry_on_signal(session, progress, handle_signals):
+                    done = _cancel(session, policy.on_cancel)
                 raise Cancelled(f"{err}; job {meta['namespace']}/{meta['name']} {done}") from None
 
 
@@ -287,6 +288,29 @@ def _result(
         ps_linger_seconds=linger,
         missing=list(missing or []),
     )
+
+
+@contextmanager
+def _hurry_on_signal(session: JobSession, progress: Progress, enabled: bool) -> Iterator[None]:
+    """While a cancelled step stops its job: a second SIGINT / SIGTERM kills the tasks now
+    instead of waiting out their grace period, where the backend stops tasks itself (local)."""
+    hurry = getattr(session, "hurry", None)
+    if hurry is None or not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    progress.note("stopping the job's tasks (SIGTERM, then SIGKILL after their grace period); "
+                  "interrupt again to kill them now")
+
+    def handler(signum: int, _frame: object) -> None:
+        hurry()
+        progress.note(f"{signal.Signals(signum).name} again: killing the job's tasks now")
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 @contextmanager

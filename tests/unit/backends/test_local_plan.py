@@ -116,6 +116,8 @@ def test_tf_plan_rewrites_the_cluster_and_maps_volumes() -> None:
         assert p.env["PATH"] == "/venv/bin:/usr/bin" and p.env["HOME"] == "/root"
         assert p.code_url == "http://files/code/" and p.entry == "run.sh" and p.standin is None
         assert p.cwd == f"/local/job/pods/{pod}/work" and p.cwd in p.dirs
+        # Its own /tmp (the MPI master's mktemp hostfile must not land in this machine's).
+        assert p.env["TMPDIR"] == p.tmp_dir == f"/local/job/pods/{pod}/tmp" and p.tmp_dir in p.dirs
         # Args arrive exactly as the user gave them: the builder escaped every $ for the
         # kubelet's $(VAR) expansion, and the local backend expands as the kubelet does.
         assert p.argv[:2] == ("bash", "-c") and p.argv[-3:] == ("--pod=$(HOSTNAME)", "--role=$(VPIPE_ROLE)", "$$(VPIPE_ROLE)")
