@@ -17,6 +17,7 @@ import functools
 import http.server
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -26,6 +27,7 @@ import urllib.request
 from pathlib import Path
 
 from volcano_pipelines.errors import VpipeError
+from volcano_pipelines.local.processes import supervised_popen
 from volcano_pipelines.manifest import to_yaml
 from volcano_pipelines.progress import LineProgress
 from volcano_pipelines.steps import render_tf, sync, train_tf
@@ -71,43 +73,81 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_tensorboard(logdir: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **QUIET_TF},
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"tensorboard exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "data/runs", timeout=2) as answer:
-                runs = json.load(answer)
-                if runs:
-                    return proc, url
-        except OSError:
-            pass
-        time.sleep(0.5)
-    proc.terminate()
-    raise RuntimeError("tensorboard did not answer in 120 s")
+class Stopped(Exception):
+    """SIGTERM outside the training step (which handles it itself): stop, cleaning up."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class TensorBoard:
+    """TensorBoard under the local backend's shim: it ends with this program however this
+    program ends (a SIGKILL too: the shim sees its control pipe close)."""
+
+    def __init__(self, logdir: Path) -> None:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}/"
+        self.proc, self._control = supervised_popen(
+            [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
+             "--port", str(port)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, **QUIET_TF},
+        )
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"tensorboard exited with {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(self.url + "data/runs", timeout=2) as answer:
+                    if json.load(answer):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"tensorboard did not answer in {timeout:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()  # the shim passes it on
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.write(self._control, b"k")  # the shim kills it
+                self.proc.wait()
+        os.close(self._control)
+
+
+def next_run_dir(logs: Path) -> Path:
+    """logs/run-N, N one more than the last: every run trains from scratch into a directory of
+    its own (a re-run would otherwise resume from the last checkpoint, already at the final
+    step, and train nothing), and TensorBoard over logs/ shows the runs side by side."""
+    taken = [int(p.name[4:]) for p in logs.glob("run-*") if p.name[4:].isdigit()] if logs.is_dir() else []
+    return logs / f"run-{max(taken, default=0) + 1}"
 
 
 def run_locally(workdir: Path, keep_tensorboard: bool) -> int:
     started = time.monotonic()
     source, data, logs = workdir / "source", workdir / "data", workdir / "logs"
     say(f"working in {workdir}")
-    subprocess.run([sys.executable, str(EXAMPLES / "data" / "make_dataset.py"), str(source)], check=True,
-                   stdout=subprocess.DEVNULL)
+    if (source / "dataset.json").is_file():
+        say(f"sample dataset already in {source}")
+    else:
+        # Made once: the same seed gives the same bytes, but new files would be copied again.
+        subprocess.run([sys.executable, str(EXAMPLES / "data" / "make_dataset.py"), str(source)], check=True,
+                       stdout=subprocess.DEVNULL)
     synced = sync(str(source), str(data))
     say(f"synced {synced.copied} files ({synced.bytes_copied / 1e6:.2f} MB) from {source} to {data}, "
         f"{synced.skipped} already there")
+    run_logs = next_run_dir(logs)
     server, base = serve_directory(EXAMPLES)
     try:
-        say(f"training: 1 ps + 2 workers + chief, code from {base}tf-ps/ (the container's own fetch script)")
+        say(f"training: 1 ps + 2 workers + chief, code from {base}tf-ps/ (the container's own fetch script), "
+            f"logs in {run_logs}")
         result = train_tf(JOB, backend="local", local_dir=str(workdir), local_data_dir=str(data),
-                          local_log_dir=str(logs), run_id=f"quickstart-{int(time.time())}",
+                          local_log_dir=str(run_logs), run_id=f"quickstart-{int(time.time())}",
                           progress=LineProgress(sys.stderr), **job_arguments(base + "tf-ps/"))
     finally:
         server.shutdown()
@@ -116,37 +156,43 @@ def run_locally(workdir: Path, keep_tensorboard: bool) -> int:
         if result.failure and result.failure.get("log_tail"):
             say(f"last log lines of {result.failure['pod']}:\n{result.failure['log_tail']}")
         return 1
-    metrics = json.loads((logs / "metrics.json").read_text())
-    tensorboard, url = start_tensorboard(logs)
-    say(f"TensorBoard: {url}")
+    metrics = json.loads((run_logs / "metrics.json").read_text())
+    tensorboard = TensorBoard(logs)
     try:
+        tensorboard.wait_ready()
+        say(f"TensorBoard: {tensorboard.url}")
         predicted = subprocess.run([sys.executable, "-c", PREDICT, metrics["export"], str(data)], check=True,
                                    capture_output=True, text=True, env={**os.environ, **QUIET_TF})
         prediction = json.loads(predicted.stdout.strip().splitlines()[-1])
         summary = [
             "",
             "== quickstart summary",
-            f"dataset        {synced.files_selected} files synced into {data} ({synced.copied} copied this run)",
+            f"dataset        {synced.files_selected} files synced into {data} ({synced.copied} copied this run, "
+            f"{synced.skipped} already there)",
             f"job            {result.namespace}/{result.name}: {result.phase} in {result.duration_seconds or 0:.1f}s, "
             f"{result.retries} restart(s)",
             "tasks          " + "; ".join(
                 f"{t}: " + (", ".join(f"{n} {state}" for state, n in c.items() if n) or "stopped by CompleteJob")
                 for t, c in result.tasks.items()),
             f"parameter server outlived the chief by {result.ps_linger_seconds or 0:.2f}s, then CompleteJob ended it",
+            f"trained        steps 1..{metrics['global_step']} into {run_logs}",
             f"accuracy       {metrics['accuracy']:.3f} on held-out rows (loss {metrics['initial_loss']:.3f} -> "
             f"{metrics['final_loss']:.3f})",
             f"model          {metrics['export']} (version {Path(metrics['export']).name})",
             f"prediction     label {prediction['label']}: probability {prediction['probability']:.3f}",
-            f"TensorBoard    {url}" + ("" if keep_tensorboard else " (stopped at exit; --keep-tensorboard keeps it)"),
+            f"TensorBoard    {tensorboard.url} (every run in {logs})"
+            + ("" if keep_tensorboard else "; stopped at exit, --keep-tensorboard keeps it"),
             f"total          {time.monotonic() - started:.0f}s",
         ]
-        print("\n".join(summary))
+        print("\n".join(summary), flush=True)
         if keep_tensorboard:
             say("TensorBoard keeps running; Ctrl-C stops it")
-            tensorboard.wait()
+            try:
+                tensorboard.proc.wait()
+            except KeyboardInterrupt:  # the documented way to stop it: not an error
+                say("TensorBoard stopped")
     finally:
-        tensorboard.terminate()
-        tensorboard.wait(timeout=30)
+        tensorboard.stop()
     return 0
 
 
@@ -159,9 +205,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="where a cluster's pods fetch examples/tf-ps/ (with --render / --kubeconfig)")
     parser.add_argument("--keep-tensorboard", action="store_true", help="keep TensorBoard running at the end")
     args = parser.parse_args(argv)
+
+    def stop(signum: int, _frame: object) -> None:
+        raise Stopped(signum)
+
+    # SIGTERM unwinds like Ctrl-C, so TensorBoard and the job are stopped on the way out.
+    signal.signal(signal.SIGTERM, stop)
     try:
         if args.render:
             sys.stdout.write(to_yaml(render_tf(JOB, **job_arguments(args.code_url))))
+            sys.stdout.flush()
             return 0
         if args.kubeconfig:
             result = train_tf(JOB, kubeconfig=args.kubeconfig, **job_arguments(args.code_url))
@@ -171,6 +224,16 @@ def main(argv: list[str] | None = None) -> int:
     except VpipeError as err:
         print(f"quickstart: error: {err}", file=sys.stderr)
         return err.exit_code
+    except KeyboardInterrupt:
+        print("quickstart: interrupted", file=sys.stderr)
+        return 130
+    except Stopped as err:
+        print(f"quickstart: stopped by {err}", file=sys.stderr)
+        return 128 + err.signum
+    except BrokenPipeError:
+        # Output piped into `head` and friends: not an error. Nothing more can be written there.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
