@@ -8,6 +8,7 @@ send it signals, and let it go on - without sleeping or timing anything."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Any
 
@@ -61,6 +62,10 @@ class GatedFileSystem(LocalFileSystem):
 
 
 def main() -> int:
+    # The Ctrl-C tests rely on Python's own SIGINT handler here. Python installs it only
+    # where SIGINT was not ignored at start, and a test run started with SIGINT ignored
+    # (`scripts/test &` from a script, nohup) passes the ignoring on to this process.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     register_implementation(PROTOCOL, GatedFileSystem, clobber=True)
     from volcano_pipelines.cli import main as vpipe
 

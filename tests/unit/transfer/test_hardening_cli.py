@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.needs import unavailable
 from tests.storage.trees import read_tree, temp_files
 from volcano_pipelines.cli import main
 
@@ -122,13 +123,13 @@ def test_a_destination_inside_the_source_through_a_symlink_is_refused(tmp_path: 
 
 def test_a_destination_inside_the_source_through_a_bind_mount_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if os.geteuid() != 0:
-        pytest.skip("needs root for a bind mount")
+        unavailable("needs root for a bind mount")
     src = tmp_path / "src"
     _tree(src, {"a": b"a"})
     other = tmp_path / "other"
     other.mkdir()
     if subprocess.run(["mount", "--bind", str(src), str(other)], capture_output=True).returncode != 0:
-        pytest.skip("cannot bind-mount here")
+        unavailable("cannot bind-mount here")
     try:
         before = _snapshot(src)
         code, _, err = _sync(capsys, str(src), str(other / "inner"), "-q")  # no symlink: same device + inode
@@ -308,13 +309,13 @@ def test_json_reports_what_was_copied_when_a_later_step_fails(tmp_path: Path, ca
 
 def test_json_reports_a_destination_that_refuses_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if os.geteuid() != 0:
-        pytest.skip("needs root for a read-only bind mount")
+        unavailable("needs root for a read-only bind mount")
     src = tmp_path / "src"
     _tree(src, {"a": b"a"})
     ro = tmp_path / "ro"
     ro.mkdir()
     if os.system(f"mount --bind {ro} {ro} && mount -o remount,ro,bind {ro}") != 0:
-        pytest.skip("cannot make a read-only bind mount here")
+        unavailable("cannot make a read-only bind mount here")
     try:
         code, report = _json_failure(capsys, str(src), str(ro))
         assert code == 3 and "not writable" in report["error"]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.needs import unavailable
 from tests.storage.trees import age_dirs, read_tree, temp_files
 from volcano_pipelines.cli import main
 from volcano_pipelines.errors import InputError
@@ -94,11 +95,11 @@ def test_missing_source_and_destination_inside_source(src: Path, tmp_path: Path)
 
 def test_read_only_destination_is_a_permission_problem(src: Path, tmp_path: Path) -> None:
     if os.geteuid() != 0:
-        pytest.skip("needs root for a read-only bind mount")
+        unavailable("needs root for a read-only bind mount")
     ro = tmp_path / "ro"
     ro.mkdir()
     if os.system(f"mount --bind {ro} {ro} && mount -o remount,ro,bind {ro}") != 0:
-        pytest.skip("cannot make a read-only bind mount here")
+        unavailable("cannot make a read-only bind mount here")
     try:
         assert main(["sync", str(src), str(ro), "-q"]) == 3
     finally:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.needs import unavailable
 from tests.storage.trees import read_tree, temp_files
 from volcano_pipelines.cli import main
 from volcano_pipelines.steps.staging import sync
@@ -459,11 +460,11 @@ def tiny_volume(tmp_path: Path):  # type: ignore[no-untyped-def]
     import subprocess
 
     if os.geteuid() != 0:
-        pytest.skip("needs root to mount a tmpfs")
+        unavailable("needs root to mount a tmpfs")
     mnt = tmp_path / "tiny"
     mnt.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
+        unavailable("cannot mount a tmpfs here")
     try:
         yield mnt
     finally:
