@@ -29,6 +29,7 @@ import threading
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
+KILL_TREE_SECONDS = 30.0
 
 
 def become_subreaper() -> bool:
@@ -146,11 +147,16 @@ def main(argv: list[str]) -> int:
         if pid == main_pid:
             status = got
     # The container is gone: so is everything that ran in it. Repeat while something is
-    # found: a process may fork while it is being killed.
+    # found: a process may fork while it is being killed. Bounded: a process stuck in the
+    # kernel (a hung FUSE mount) cannot die, and must not hold up the pod's end for ever.
+    give_up = time.monotonic() + KILL_TREE_SECONDS
     while True:
         signalled = kill_descendants()
         reaped = reap()
         if not signalled and not reaped:
+            break
+        if time.monotonic() > give_up:
+            print(f"vpipe-local: processes {signalled} did not die in {KILL_TREE_SECONDS:g}s", file=sys.stderr, flush=True)
             break
         time.sleep(0.01)
     return exit_code(status)
