@@ -1,0 +1,43 @@
+"""`vpipe train --no-wait` and `--on-cancel keep` against the real control plane: a submission
+that went through is a success (exit 0, the job left Pending or Running: what an Argo step
+with wait=false runs), and a cancelled step with keep leaves the job running, not Aborted."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests.cluster import behaviour
+from tests.integration.test_train_cluster import CODE_URL, Observer, _finish, _label_args, _start, _vpipe
+from tests.integration.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def test_no_wait_exits_0_once_the_job_is_submitted(cluster, namespace: str) -> None:
+    seen = Observer(cluster, namespace)
+    run = _vpipe(cluster, "train", "tf", "--name", "nowait", "--namespace", namespace, "--ps", "1", "--workers", "1",
+                 "--code-url", CODE_URL, "--no-wait", *_label_args("worker", behaviour.keep_running()))
+    assert run.returncode == 0, run.stderr
+    assert run.result is not None and run.result["created"] is True
+    assert run.result["phase"] in ("Pending", "Running") and run.result["succeeded"] is False
+    # The job runs on without the step.
+    wait_for("pods Running", lambda: sum(p.status.phase == "Running" for p in seen.poll()) == 2, timeout=120,
+             explain=seen.explain)
+    assert seen.job("nowait")["status"]["state"]["phase"] == "Running"
+
+
+def test_on_cancel_keep_leaves_the_job_running(cluster, namespace: str) -> None:
+    seen = Observer(cluster, namespace)
+    proc = _start(cluster, "train", "tf", "--name", "kept", "--namespace", namespace, "--ps", "1", "--workers", "1",
+                  "--code-url", CODE_URL, "--on-cancel", "keep", *_label_args("worker", behaviour.keep_running()))
+    wait_for("pods Running", lambda: sum(p.status.phase == "Running" for p in seen.poll()) == 2, timeout=120,
+             explain=seen.explain)
+    proc.send_signal(signal.SIGTERM)
+    run = _finish(proc, timeout=60)
+    assert run.returncode == 1 and "kept" in run.stderr, run.stderr
+    time.sleep(5)  # long enough for an abort or delete sent on the way out to show
+    assert seen.job("kept")["status"]["state"]["phase"] == "Running"
+    assert sum(p.status.phase == "Running" for p in seen.poll()) == 2
