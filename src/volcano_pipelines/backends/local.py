@@ -117,9 +117,14 @@ class LocalBackend:
                 )
             validate(manifest)
             self._take_name(namespace, name)
-            runner = JobRunner(manifest, self._paths(namespace, name), write_line=self._write_line,
-                               grace_seconds=self._grace_seconds, base_env=self._base_env, clock=self._clock,
-                               on_done=lambda: self._release_name(namespace, name))
+            try:
+                runner = JobRunner(manifest, self._paths(namespace, name), write_line=self._write_line,
+                                   grace_seconds=self._grace_seconds, base_env=self._base_env, clock=self._clock,
+                                   on_done=lambda: self._release_name(namespace, name))
+            except BaseException:
+                fd = self._name_locks.pop((namespace, name))
+                os.close(fd)
+                raise
             self._jobs[(namespace, name)] = runner
         runner.start()
         return runner.snapshot(), True
