@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.kube.tensorboard import (
     TENSORBOARD_IMAGE,
     TENSORBOARD_PORT,
@@ -149,6 +150,7 @@ def tensorboard(
         kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
         context: kubeconfig context
     """
+    check_types(tensorboard, locals())
     progress = progress or Progress()
     check_common(name=name, namespace=namespace, pvc_field="log_pvc", pvc=log_pvc, image=image, cpu=cpu, memory=memory,
                  labels=labels, run_id=run_id, image_pull_secrets=image_pull_secrets, timeout=timeout)

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.steps.results import TrainResult
 
 __all__ = ["SUCCEEDED", "RunReport", "finish_run"]
@@ -58,6 +59,7 @@ def finish_run(
         on_failure: what happens to the run's training job when the run did not succeed: delete, abort or keep
         log_lines: last log lines of a failed pod to report
     """
+    check_types(finish_run, locals())
     from volcano_pipelines.k8s import volcano as k8s_volcano
     from volcano_pipelines.k8s.client import connect
     from volcano_pipelines.steps.train import status

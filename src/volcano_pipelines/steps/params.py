@@ -4,13 +4,19 @@ same place and cannot drift."""
 
 from __future__ import annotations
 
+import collections.abc
+import functools
 import inspect
 import re
-from collections.abc import Callable
+import types
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["NOT_FRONT_END", "Param", "extend_signature", "params"]
+from volcano_pipelines.errors import InputError
+
+__all__ = ["NOT_FRONT_END", "Param", "check_types", "extend_signature", "params"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 # Python-only arguments: objects, not values a pipeline can pass.
@@ -89,3 +95,101 @@ def extend_signature(*sources: Callable[..., Any]) -> Callable[[F], F]:
         return fn
 
     return decorate
+
+
+# --- argument types ------------------------------------------------------------------------
+# Python callers pass values the front ends never would: a string where a list is meant
+# (iterated, it would become one argument per character), "4" where a number is meant.
+# Every step checks its arguments against its own type hints first, so such a value is an
+# InputError naming the argument, not a TypeError deep inside or a wrong job.
+
+_SEQUENCES = (collections.abc.Sequence, list, tuple)
+_MAPPINGS = (collections.abc.Mapping, dict)
+
+
+def _accepts(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    if origin in (typing.Union, types.UnionType):
+        return any(_accepts(value, arm) for arm in typing.get_args(hint))
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:  # an int is a float to Python callers, KFP and JSON alike
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin in _SEQUENCES:
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+            return False
+        args = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        return not args or all(_accepts(item, args[0]) for item in value)
+    if origin in _MAPPINGS:
+        if not isinstance(value, Mapping):
+            return False
+        args = typing.get_args(hint)
+        return not args or all(_accepts(k, args[0]) and _accepts(v, args[1]) for k, v in value.items())
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True  # a hint this check does not model: the step's own checks decide
+
+
+def describe(hint: Any) -> str:
+    """What a type hint allows, in words: 'a list of strings', 'a mapping of strings to
+    integers', 'an integer or None'."""
+    origin = typing.get_origin(hint)
+    if hint is type(None):
+        return "None"
+    if origin in (typing.Union, types.UnionType):
+        arms = typing.get_args(hint)
+        words = [describe(arm) for arm in arms if arm is not type(None)]
+        return " or ".join(words) + (" or None" if type(None) in arms else "")
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(hint))
+    simple = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    if hint in simple:
+        return simple[hint]
+    if origin in _SEQUENCES:
+        args = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        inner = _plural(args[0]) if args else "values"
+        return f"a list of {inner} (a string is not taken as a list of its characters)"
+    if origin in _MAPPINGS:
+        key, value = typing.get_args(hint) or (Any, Any)
+        return f"a mapping of {_plural(key)} to {_plural(value)}"
+    return getattr(hint, "__name__", str(hint))
+
+
+def _plural(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    simple = {bool: "booleans", int: "integers", float: "numbers", str: "strings", Any: "values"}
+    if hint in simple:
+        return simple[hint]
+    if origin in _SEQUENCES:
+        args = typing.get_args(hint)
+        return f"lists of {_plural(args[0]) if args else 'values'}"
+    if origin in _MAPPINGS:
+        key, value = typing.get_args(hint) or (Any, Any)
+        return f"mappings of {_plural(key)} to {_plural(value)}"
+    return describe(hint)
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    return typing.get_type_hints(fn)
+
+
+def check_types(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> None:
+    """Raise InputError for the first argument of `fn` (given as `arguments`, e.g. its
+    locals()) whose value its type hint does not allow."""
+    hints = _hints(fn)
+    for name, value in arguments.items():
+        if name in NOT_FRONT_END or name not in hints or name == "return":
+            continue
+        if not _accepts(value, hints[name]):
+            raise InputError(name, value, describe(hints[name]))

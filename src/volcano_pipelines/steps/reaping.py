@@ -23,6 +23,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.lifecycle import reap as rule
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.kube.validate import (
@@ -145,6 +146,7 @@ def reap(
         kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
         context: kubeconfig context
     """
+    check_types(reap, locals())
     _check(job, selector, namespace, all_namespaces, grace, on_failure, completion_task, group_label,
            delete_deployment, delete_namespace, once, timeout)
     from volcano_pipelines.k8s.client import connect

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.kube.serving import (
     GRPC_PORT,
     REST_PORT,
@@ -198,6 +199,7 @@ def serve(
         kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
         context: kubeconfig context
     """
+    check_types(serve, locals())
     progress = progress or Progress()
     model_name = model_name or name
     check_common(name=name, namespace=namespace, pvc_field="pvc", pvc=pvc, image=image, cpu=cpu, memory=memory,

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from volcano_pipelines.errors import ClusterError, InputError, VpipeError, WorkFailed
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.transfer import dest as dest_mod
 from volcano_pipelines.transfer.executor import (
@@ -225,6 +226,7 @@ def sync(
     The destination scan reuses the listing of every directory whose mtime has not
     moved since the last run (`.vpipe/scan-cache.json`); `full_scan` reads them all, which
     also catches files edited in place by something other than sync."""
+    check_types(sync, locals())
     location = parse_source(src)
     root = parse_dest(dst)
     for name, globs in (("include", include), ("exclude", exclude)):

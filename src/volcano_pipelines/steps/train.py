@@ -12,6 +12,7 @@ from typing import Any
 
 from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.kube.validate import check_positive_seconds
 from volcano_pipelines.progress import Progress  # at run time: front ends read the type hints
 from volcano_pipelines.steps import train_spec
@@ -109,6 +110,7 @@ def render_tf(
         node_selector: node selector per task
         tolerations: tolerations per task, kubectl taint form KEY[=VALUE]:EFFECT
     """
+    check_types(render_tf, locals())
     arguments = locals()
     with train_spec.named_by_params():
         return build_tf_job(train_spec.tf_spec(**arguments))
@@ -192,6 +194,7 @@ def render_mpi(
         node_selector: node selector per task
         tolerations: tolerations per task, kubectl taint form KEY[=VALUE]:EFFECT
     """
+    check_types(render_mpi, locals())
     arguments = locals()
     with train_spec.named_by_params():
         return build_mpi_job(train_spec.mpi_spec(**arguments))
@@ -234,6 +237,7 @@ def train_tf(
         local_data_dir: local backend: the directory standing in for the data volume (default <local_dir>/data)
         local_log_dir: local backend: the directory standing in for the log volume (default <local_dir>/logs)
     """
+    check_types(train_tf, locals())
     return _train(render_tf, name, job, backend=backend, kubeconfig=kubeconfig, context=context, namespace=namespace,
                   timeout=timeout, on_cancel=on_cancel, dry_run=dry_run, wait=wait, log_lines=log_lines,
                   local=(local_dir, local_data_dir, local_log_dir), progress=progress)
@@ -276,6 +280,7 @@ def train_mpi(
         local_data_dir: local backend: the directory standing in for the data volume (default <local_dir>/data)
         local_log_dir: local backend: the directory standing in for the log volume (default <local_dir>/logs)
     """
+    check_types(train_mpi, locals())
     return _train(render_mpi, name, job, backend=backend, kubeconfig=kubeconfig, context=context, namespace=namespace,
                   timeout=timeout, on_cancel=on_cancel, dry_run=dry_run, wait=wait, log_lines=log_lines,
                   local=(local_dir, local_data_dir, local_log_dir), progress=progress)
@@ -298,6 +303,7 @@ def status(
         context: kubeconfig context
         log_lines: last log lines of a failed pod to report
     """
+    check_types(status, locals())
     from volcano_pipelines.volcano.validate import check_job_ref
 
     # Before any request: '' would ask for the list URL, `-n ''` for namespaces//jobs.
