@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import types
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -181,13 +182,22 @@ def step_command(step: Callable[..., Any], words: Sequence[str], *, required: Se
 
 # --- outputs -------------------------------------------------------------------------------
 
-_SCALARS = {"str", "int", "float", "bool", "None"}
-_ZERO: dict[str, Any] = {"str": "", "int": 0, "float": 0.0, "bool": False}
+_SCALARS = (str, int, float, bool, type(None))
 
 
-def _is_scalar(annotation: Any) -> bool:
-    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
-    return all(part.strip() in _SCALARS for part in text.split("|"))
+def _arms(hint: Any) -> tuple[Any, ...]:
+    """`str | None` -> (str, NoneType); any other hint -> (hint,)."""
+    return typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+
+
+def _is_scalar(hint: Any) -> bool:
+    return all(arm in _SCALARS for arm in _arms(hint))
+
+
+def _zero(hint: Any) -> Any:
+    """A placeholder value of a required field's type, to build a sample result."""
+    arm = next((a for a in _arms(hint) if a is not type(None)), None)
+    return arm() if arm in (str, int, float, bool) else None
 
 
 def output_names(step: Callable[..., Any]) -> list[str]:
@@ -195,14 +205,15 @@ def output_names(step: Callable[..., Any]) -> list[str]:
     parameter. Read from the step's return type: the dataclass fields, plus what to_dict()
     adds (SyncResult.ok)."""
     result_type = typing.get_type_hints(step)["return"]
-    fields = {f.name: f for f in dataclasses.fields(result_type)}
+    hints = typing.get_type_hints(result_type)
+    fields = {f.name for f in dataclasses.fields(result_type)}
     sample = result_type(**{
-        name: _ZERO.get(str(f.type).split("|")[0].strip()) for name, f in fields.items()
+        f.name: _zero(hints[f.name]) for f in dataclasses.fields(result_type)
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     })
     out = []
     for key, value in sample.to_dict().items():
-        scalar = _is_scalar(fields[key].type) if key in fields else isinstance(value, (str, int, float, bool))
+        scalar = _is_scalar(hints[key]) if key in fields else isinstance(value, (str, int, float, bool))
         if scalar:
             out.append(_dashes(key))
     return out

@@ -51,6 +51,7 @@ from volcano_pipelines.argo.inputs import (
 )
 from volcano_pipelines.images import RUNTIME_IMAGE
 from volcano_pipelines.labels import RUN_LABEL
+from volcano_pipelines.steps.registry import ARGO, steps_for
 
 __all__ = [
     "DEADLINE_MARGIN_SECONDS",
@@ -141,27 +142,22 @@ class StepSpec:
     requests: tuple[tuple[str, str], ...] = (("cpu", "100m"), ("memory", "256Mi"))
 
 
-def _steps() -> dict[str, StepSpec]:
-    # From their modules: `from volcano_pipelines.steps import sync` yields the submodule
-    # once anything has imported volcano_pipelines.steps.staging (the package attribute wins).
-    from volcano_pipelines.steps.boards import tensorboard
-    from volcano_pipelines.steps.reaping import reap
-    from volcano_pipelines.steps.serving import serve
-    from volcano_pipelines.steps.staging import sync
-    from volcano_pipelines.steps.train import train_mpi, train_tf
+# What only Argo needs to know about a step, by registry name (steps/registry.py): a train step
+# and reap need a timeout (Argo needs a finite activeDeadlineSeconds: timeout + margin; reap
+# waits for its job, a sweep runs until stopped); sync writes into the data PVC.
+_ARGO_OPTIONS: dict[str, dict[str, Any]] = {
+    "sync": {"mounts_data": True, "requests": (("cpu", "1"), ("memory", "1Gi"))},
+    "train_tf": {"required": ("timeout",)},
+    "train_mpi": {"required": ("timeout",)},
+    "reap": {"required": ("timeout",)},
+}
 
+
+def _steps() -> dict[str, StepSpec]:
+    """One template per Argo step of the registry, named after its `vpipe` words."""
     return {
-        spec.template: spec
-        for spec in (
-            StepSpec("sync", sync, ("sync",), mounts_data=True, requests=(("cpu", "1"), ("memory", "1Gi"))),
-            # Argo needs a finite activeDeadlineSeconds (timeout + margin): the timeout is required.
-            StepSpec("train-tf", train_tf, ("train", "tf"), required=("timeout",)),
-            StepSpec("train-mpi", train_mpi, ("train", "mpi"), required=("timeout",)),
-            # reap waits for its job (a sweep runs until stopped) unless it has a timeout; Argo needs one.
-            StepSpec("reap", reap, ("reap",), required=("timeout",)),
-            StepSpec("tensorboard", tensorboard, ("tensorboard",)),
-            StepSpec("serve", serve, ("serve",)),
-        )
+        item.template: StepSpec(item.template, item.function(), item.words, **_ARGO_OPTIONS.get(item.name, {}))
+        for item in steps_for(ARGO)
     }
 
 

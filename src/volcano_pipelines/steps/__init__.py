@@ -7,45 +7,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = [
-    "ReapResult",
-    "RunReport",
-    "ServeResult",
-    "TensorboardResult",
-    "SyncResult",
-    "TrainResult",
-    "finish_run",
-    "render_mpi",
-    "reap",
-    "render_tf",
-    "serve",
-    "status",
-    "sync",
-    "tensorboard",
-    "train_mpi",
-    "train_tf",
-]
+from volcano_pipelines.steps import registry
 
-# Each name's module. No module is named like a function it exports: importing the module
-# sets the package attribute of that name, which would hide the function.
-_HOMES = {
-    "RunReport": "finish",
-    "finish_run": "finish",
-    "SyncResult": "staging",
-    "sync": "staging",
-    "TrainResult": "results",
-    "render_tf": "train",
-    "render_mpi": "train",
-    "train_tf": "train",
-    "train_mpi": "train",
-    "status": "train",
-    "reap": "reaping",
-    "ReapResult": "reaping",
-    "tensorboard": "boards",
-    "TensorboardResult": "boards",
-    "serve": "serving",
-    "ServeResult": "serving",
-}
+# Each name's module, from the one list of steps (steps/registry.py). No module is named like
+# a function it exports: importing the module sets the package attribute of that name, which
+# would hide the function.
+_HOMES = registry.exports()
+__all__ = sorted(_HOMES)
 
 
 def __getattr__(name: str) -> Any:

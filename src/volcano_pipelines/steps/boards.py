@@ -8,9 +8,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, ClassVar
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.kube.tensorboard import (
     TENSORBOARD_IMAGE,
@@ -44,6 +45,15 @@ _PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
 
 @dataclass
 class TensorboardResult:
+    # The KFP component's output parameters (steps/registry.py).
+    OUTPUTS: ClassVar[tuple[Output, ...]] = (
+        Output("url", "the URL to open (Ingress, else node port, else in-cluster)", missing=""),
+        Output("name", "name of the TensorBoard Deployment and Service"),
+        Output("namespace", "namespace of TensorBoard"),
+        Output("ready", "TensorBoard is ready"),
+        Output("result", "the whole step result (TensorboardResult.to_dict())", WHOLE),
+    )
+
     name: str
     namespace: str
     url: str | None  # what a user opens: the Ingress URL, else node address + node port, else the in-cluster URL

@@ -6,9 +6,10 @@ its job running; a failed job keeps its name taken until its ttl). A step like t
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.steps.results import TrainResult
 
@@ -20,6 +21,14 @@ TRAIN_STEP = "train"  # the step label of training jobs (volcano/tf.py, volcano/
 
 @dataclass
 class RunReport:
+    # The KFP component's output parameters (steps/registry.py).
+    OUTPUTS: ClassVar[tuple[Output, ...]] = (
+        Output("pipeline_state", "how the pipeline's tasks ended (SUCCEEDED, FAILED, CANCELED, ...)"),
+        Output("job_phase", "phase of the run's training job (NotFound when it has none)"),
+        Output("cleanup", "what was done to the job: deleted, aborted, kept or none"),
+        Output("result", "the whole report", WHOLE),
+    )
+
     run_id: str
     pipeline_state: str
     error_message: str | None

@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, ClassVar
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.lifecycle import reap as rule
 from volcano_pipelines.progress import Progress
@@ -71,6 +72,15 @@ class ReapedUnit:
 
 @dataclass
 class ReapResult:
+    # The KFP component's output parameters (steps/registry.py).
+    OUTPUTS: ClassVar[tuple[Output, ...]] = (
+        Output("succeeded", "the job ended (or had nothing to reap); false: its pods failed or the step timed out"),
+        Output("ps_linger_seconds", "how long the parameter servers outlived the completion task (0 when unknown)",
+               missing=0.0),
+        Output("message", "what the step did", missing=""),
+        Output("result", "the whole step result (ReapResult.to_dict())", WHOLE),
+    )
+
     scope: str  # "job NS/NAME", "namespace NS selector S", "all namespaces selector S"
     succeeded: bool
     dry_run: bool = False

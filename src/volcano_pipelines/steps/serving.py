@@ -17,9 +17,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.kube.serving import (
     GRPC_PORT,
@@ -59,6 +60,15 @@ Fetch = Callable[[str, str, Any], tuple[int, str]]  # (method, path under the RE
 
 @dataclass
 class ServeResult:
+    # The KFP component's output parameters (steps/registry.py); -1: no version served.
+    OUTPUTS: ClassVar[tuple[Output, ...]] = (
+        Output("rest_endpoint", "in-cluster REST URL of the model", missing=""),
+        Output("grpc_endpoint", "in-cluster gRPC host:port", missing=""),
+        Output("version", "the newest version served (-1 when none, e.g. a dry run)", missing=-1),
+        Output("succeeded", "the model is served"),
+        Output("result", "the whole step result (ServeResult.to_dict())", WHOLE),
+    )
+
     name: str
     namespace: str
     model_name: str

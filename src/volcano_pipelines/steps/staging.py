@@ -11,9 +11,10 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from volcano_pipelines.errors import ClusterError, InputError, VpipeError, WorkFailed
+from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.transfer import dest as dest_mod
@@ -71,6 +72,14 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 @dataclass
 class SyncResult:
+    # The KFP component's output parameters (steps/registry.py).
+    OUTPUTS: ClassVar[tuple[Output, ...]] = (
+        Output("copied", "files copied"),
+        Output("bytes_copied", "bytes copied"),
+        Output("failed", "files that failed (the step fails when any did)"),
+        Output("result", "the whole step result (SyncResult.to_dict())", WHOLE, drop=("plan",)),
+    )
+
     src: str
     dst: str
     dry_run: bool
