@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.integration.waiting import wait_for
-from volcano_pipelines.steps.admin import reuse_claim_ref, secret_copy
+from volcano_pipelines.steps._admin import reuse_claim_ref, secret_copy
 from volcano_pipelines.errors import InputError
 
 VPIPE = [sys.executable, "-c", "import sys; from volcano_pipelines.cli import main; sys.exit(main())"]

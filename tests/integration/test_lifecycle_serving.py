@@ -224,7 +224,7 @@ def test_model_status_through_the_api_server_service_proxy(kube: Cluster) -> Non
     object whose IP is this machine's, where the stand-in listens (kwok's pod IPs are fake,
     so the serve step's own pods cannot be proxied to here)."""
     from volcano_pipelines.k8s.client import connect
-    from volcano_pipelines.steps.serving import (
+    from volcano_pipelines.steps._serve import (
         _proxy_fetch,
         smoke_test,
         wait_model_available,

@@ -77,12 +77,12 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
     "transfer/plan.py": (450, "the pure planning rules (the march of source against destination) with the "
                               "deletion bounds; candidates to split: the glob filter"),
     "transfer/sources.py": (420, "HDFS (native and WebHDFS) and fsspec sources with their retry rules"),
-    "steps/staging.py": (520, "the sync step's argument checks, result and report; to split: the result type"),
+    "steps/_sync.py": (520, "the sync step's argument checks, result and report; to split: the result type"),
     "k8s/apps.py": (480, "Deployments, Services, scale, events and their watches for the lifecycle steps; "
                          "to split: the rollout watch"),
-    "steps/reaping.py": (620, "the reap step: one-shot and sweeper over Volcano jobs and the classic layout; "
+    "steps/_reap.py": (620, "the reap step: one-shot and sweeper over Volcano jobs and the classic layout; "
                               "to split: the sweeper loop from the step's argument handling"),
-    "steps/serving.py": (420, "the serve step: argument checks, rollout wait, smoke test, rollback and pruning; "
+    "steps/_serve.py": (420, "the serve step: argument checks, rollout wait, smoke test, rollback and pruning; "
                               "to split: the TF Serving status client"),
     "argo/templates.py": (420, "every WorkflowTemplate (per step, train-and-serve, the CronWorkflow) built in one "
                                 "place from the step signatures; to split: the pipeline from the per-step templates"),
@@ -96,3 +96,23 @@ def test_no_module_above_400_lines_without_a_reason() -> None:
     unexplained = {name: n for name, n in long.items() if n > 400 and name not in LONG_MODULES}
     too_long = {name: n for name, n in long.items() if name in LONG_MODULES and n > LONG_MODULES[name][0]}
     assert unexplained == {} and too_long == {}
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+    return out
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if layer(p) != "steps"], ids=lambda p: str(p.relative_to(SRC)))
+def test_step_modules_are_private(path: Path) -> None:
+    """Outside steps/, the steps are imported from `volcano_pipelines.steps` (and its
+    declarations, params and registry), never from a step's own module."""
+    private = sorted(name for name in _imported_modules(path) if name.startswith(f"{PACKAGE}.steps._"))
+    assert private == [], f"{path.relative_to(SRC)} imports {private}"

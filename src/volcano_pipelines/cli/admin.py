@@ -1,5 +1,5 @@
 """`vpipe pv reuse` and `vpipe namespace prepare`: flags in, one admin step call
-(steps/admin.py), output.
+(steps/_admin.py), output.
 
     vpipe pv reuse PV --for PVC [-n NS]
         re-bind a Released PersistentVolume (reclaimPolicy Retain: a dataset, checkpoints) to
@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from volcano_pipelines.errors import EXIT_OK
-from volcano_pipelines.steps.admin import namespace_prepare, pv_reuse
+from volcano_pipelines.steps import namespace_prepare, pv_reuse
 
 __all__ = ["register"]
 

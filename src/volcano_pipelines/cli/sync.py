@@ -12,10 +12,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from volcano_pipelines.errors import EXIT_OK, InputError, VpipeError
-from volcano_pipelines.steps.staging import DEFAULT_MAX_DELETE, DEFAULT_TRANSFERS, TransferProgress, display_path, quoted_path
+from volcano_pipelines.steps import DEFAULT_MAX_DELETE, DEFAULT_TRANSFERS, TransferProgress, display_path, quoted_path
 
 if TYPE_CHECKING:
-    from volcano_pipelines.steps.staging import SyncResult
+    from volcano_pipelines.steps import SyncResult
 
 LOG_EVERY_SECONDS = 10.0
 log = logging.getLogger("volcano_pipelines.sync")
@@ -179,7 +179,7 @@ class _Printer(TransferProgress):
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from volcano_pipelines.steps.staging import DeletionRefused, SyncFailed, SyncInterrupted, sync
+    from volcano_pipelines.steps import DeletionRefused, SyncFailed, SyncInterrupted, sync
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
     printer = _Printer(sys.stderr, args.quiet)
@@ -218,7 +218,7 @@ def _sync(args: argparse.Namespace) -> int:
 def cli_message(err: VpipeError) -> str:
     """The error as the user should read it: flags and positional names (FLAGS) instead
     of the step's keyword parameters, with the value as given."""
-    from volcano_pipelines.steps.staging import DeletionRefused
+    from volcano_pipelines.steps import DeletionRefused
 
     if isinstance(err, DeletionRefused):
         return err.describe(f"{FLAGS['max_delete']} {{}}", FLAGS["force_delete"])
@@ -231,7 +231,7 @@ def _fail(args: argparse.Namespace, result: SyncResult | None, message: str, cod
     """The report (what was done; with --json always, with the error in it), then the
     error line on stderr: a failed run says what it did, docs/sync.md."""
     if result is None and args.json:
-        from volcano_pipelines.steps.staging import SyncResult
+        from volcano_pipelines.steps import SyncResult
 
         result = SyncResult(src=args.src, dst=args.dst, dry_run=args.dry_run)
     if result is not None:

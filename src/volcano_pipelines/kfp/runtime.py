@@ -15,7 +15,7 @@ from volcano_pipelines.errors import VpipeError, WorkFailed
 from volcano_pipelines.kfp import summary as summaries
 from volcano_pipelines.kfp.generate import kfp_type
 from volcano_pipelines.steps.params import params
-from volcano_pipelines.steps.results import TrainResult
+from volcano_pipelines.steps import TrainResult
 from volcano_pipelines.steps.registry import step as registered
 
 __all__ = ["outputs_of", "run_step", "step_arguments", "step_function"]

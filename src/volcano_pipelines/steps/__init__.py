@@ -12,7 +12,16 @@ from volcano_pipelines.steps import registry
 # Each name's module, from the one list of steps (steps/registry.py). No module is named like
 # a function it exports: importing the module sets the package attribute of that name, which
 # would hide the function.
-_HOMES = registry.exports()
+# Also exported: what front ends need besides the steps (choices, defaults, the sync step's
+# errors and progress hooks, the admin helpers).
+_SUPPORT = {
+    "BACKENDS": "_train", "ON_CANCEL_CHOICES": "_train", "MPI_TASKS": "_train_spec", "TF_TASKS": "_train_spec",
+    "ON_FAILURE_CHOICES": "_reap", "SERVICE_TYPES": "_tensorboard", "TARGETS": "_serve",
+    "DEFAULT_MAX_DELETE": "_sync", "DEFAULT_TRANSFERS": "_sync", "DeletionRefused": "_sync", "SyncFailed": "_sync",
+    "SyncInterrupted": "_sync", "TransferProgress": "_sync", "display_path": "_sync", "quoted_path": "_sync",
+    "namespace_prepare": "_admin", "pv_reuse": "_admin",
+}
+_HOMES = {**registry.exports(), **_SUPPORT}
 __all__ = sorted(_HOMES)
 
 

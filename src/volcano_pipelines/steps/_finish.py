@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.steps.params import check_types
-from volcano_pipelines.steps.results import TrainResult
+from volcano_pipelines.steps._results import TrainResult
 
 __all__ = ["SUCCEEDED", "RunReport", "finish_run"]
 
@@ -71,7 +71,7 @@ def finish_run(
     check_types(finish_run, locals())
     from volcano_pipelines.k8s import volcano as k8s_volcano
     from volcano_pipelines.k8s.client import connect
-    from volcano_pipelines.steps.train import status
+    from volcano_pipelines.steps._train import status
     from volcano_pipelines.backends.base import ON_CANCEL_CHOICES
     from volcano_pipelines.volcano.status import FINAL_PHASES
 

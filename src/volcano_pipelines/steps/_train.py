@@ -15,9 +15,9 @@ from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.kube.validate import check_positive_seconds
 from volcano_pipelines.progress import Progress  # at run time: front ends read the type hints
-from volcano_pipelines.steps import train_spec
+from volcano_pipelines.steps import _train_spec as train_spec
 from volcano_pipelines.steps.params import extend_signature
-from volcano_pipelines.steps.results import TrainResult
+from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.spec import DEFAULT_TF_PORT
 from volcano_pipelines.volcano.tf import build_tf_job
@@ -308,7 +308,7 @@ def status(
 
     # Before any request: '' would ask for the list URL, `-n ''` for namespaces//jobs.
     check_job_ref("default" if namespace is None else namespace, name)
-    from volcano_pipelines.steps.waiting import job_result
+    from volcano_pipelines.steps._waiting import job_result
 
     cluster_backend = _cluster_backend(kubeconfig, context)
     namespace = namespace or cluster_backend.cluster.namespace
@@ -341,7 +341,7 @@ def _train(render: Any, name: str, job: dict[str, Any], *, backend: str, kubecon
     target = _backend(backend, kubeconfig, context, *local)
     if namespace is None and backend == "cluster":
         manifest = render(name, namespace=target.cluster.namespace, **job)  # type: ignore[attr-defined]
-    from volcano_pipelines.steps.waiting import WaitPolicy, run  # not needed to render
+    from volcano_pipelines.steps._waiting import WaitPolicy, run  # not needed to render
 
     policy = WaitPolicy(timeout_seconds=timeout, on_cancel=on_cancel, wait=wait, log_lines=log_lines)
     with train_spec.named_by_params():  # what the cluster refuses (a missing queue) names the argument too

@@ -96,35 +96,35 @@ class Step:
 
 _TRAIN_WAITS = "and wait for its end; the step fails with the reason when the job fails."
 STEPS: tuple[Step, ...] = (
-    Step("sync", "staging", "SyncResult", ("sync",),
+    Step("sync", "_sync", "SyncResult", ("sync",),
          "Stage a dataset (HDFS, WebHDFS, a directory, any fsspec URL) into a mounted directory: "
          "incremental, parallel, atomic, verified."),
-    Step("render_tf", "train", None, ("render", "tf"),
+    Step("render_tf", "_train", None, ("render", "tf"),
          "The Volcano Job for distributed TensorFlow, as YAML; nothing is sent.", frozenset({CLI})),
-    Step("render_mpi", "train", None, ("render", "mpi"),
+    Step("render_mpi", "_train", None, ("render", "mpi"),
          "The Volcano Job for MPI, as YAML; nothing is sent.", frozenset({CLI})),
-    Step("train_tf", "train", "TrainResult", ("train", "tf"),
+    Step("train_tf", "_train", "TrainResult", ("train", "tf"),
          "Run distributed TensorFlow as a Volcano Job (parameter servers + workers, + chief, evaluator) "
          + _TRAIN_WAITS),
-    Step("train_mpi", "train", "TrainResult", ("train", "mpi"),
+    Step("train_mpi", "_train", "TrainResult", ("train", "mpi"),
          "Run an MPI job as a Volcano Job (one mpimaster running mpiexec over N mpiworkers) " + _TRAIN_WAITS),
-    Step("status", "train", "TrainResult", ("status",),
+    Step("status", "_train", "TrainResult", ("status",),
          "A training job's phase, per-task counts and (when it failed) the failing pod.", frozenset({CLI})),
-    Step("finish_run", "finish", "RunReport", (),
+    Step("finish_run", "_finish", "RunReport", (),
          "Exit handler: report how the run ended and what its training job did; when the run failed, "
          "clean up the run's training job per on_failure.", frozenset({KFP})),
-    Step("reap", "reaping", "ReapResult", ("reap",),
+    Step("reap", "_reap", "ReapResult", ("reap",),
          "Finish a training job whose parameter servers still run after the completion task succeeded "
          "(a CompleteJob Command after the grace period) and report how long they lingered; or sweep a selector."),
-    Step("tensorboard", "boards", "TensorboardResult", ("tensorboard",),
+    Step("tensorboard", "_tensorboard", "TensorboardResult", ("tensorboard",),
          "Start (or update) TensorBoard over the training logs on the log PVC and report the URL to open; "
          "it lives as long as the training job, or for a TTL."),
-    Step("serve", "serving", "ServeResult", ("serve",),
+    Step("serve", "_serve", "ServeResult", ("serve",),
          "Serve the exported model (<PVC>/export/<model>/<version>/) with TF Serving and wait until the "
          "version is AVAILABLE; roll back and fail when the rollout or the smoke test fails."),
 )
 # Exported by volcano_pipelines.steps besides the steps and their result types.
-_ALSO = {"TrainResult": "results"}
+_ALSO = {"TrainResult": "_results"}
 
 
 def step(name: str) -> Step:

@@ -20,8 +20,8 @@ from volcano_pipelines.argo import templates
 from volcano_pipelines.argo.inputs import FIXED_BY_POD, command_parser, output_names
 from volcano_pipelines.argo.outputs import output_files
 from volcano_pipelines.steps.params import params
-from volcano_pipelines.steps.results import TrainResult
-from volcano_pipelines.steps.train import render_mpi, render_tf
+from volcano_pipelines.steps._results import TrainResult
+from volcano_pipelines.steps._train import render_mpi, render_tf
 
 ARTIFACTS = argo_compile.artifacts()
 

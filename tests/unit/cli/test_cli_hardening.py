@@ -16,7 +16,7 @@ import yaml
 from volcano_pipelines.cli import main
 from volcano_pipelines.k8s.client import connect
 from volcano_pipelines.steps.params import params
-from volcano_pipelines.steps.train import status, train_mpi, train_tf
+from volcano_pipelines.steps._train import status, train_mpi, train_tf
 
 
 def kubeconfig(path: Path, server: str, namespace: str | None = None, insecure: bool = False) -> Path:

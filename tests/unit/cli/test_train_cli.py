@@ -13,8 +13,8 @@ import yaml
 from volcano_pipelines.cli import main
 from volcano_pipelines.cli.flags import flag_for
 from volcano_pipelines.local.plan import expand
-from volcano_pipelines.steps.train import render_mpi, render_tf
-from volcano_pipelines.steps.train_spec import MPI_TASKS, TF_TASKS, param_for
+from volcano_pipelines.steps._train import render_mpi, render_tf
+from volcano_pipelines.steps._train_spec import MPI_TASKS, TF_TASKS, param_for
 
 
 def render(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:

@@ -11,7 +11,7 @@ import pytest
 
 from volcano_pipelines.kfp.runtime import run_step, step_arguments, step_function
 from volcano_pipelines.kfp.specs import COMPONENTS
-from volcano_pipelines.steps.train import train_tf
+from volcano_pipelines.steps._train import train_tf
 
 
 class Metrics:

@@ -10,7 +10,7 @@ import pytest
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.lifecycle import reap as rule
-from volcano_pipelines.steps.reaping import check_selector
+from volcano_pipelines.steps._reap import check_selector
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 UID = "job-uid-1"

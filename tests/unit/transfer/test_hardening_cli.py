@@ -420,7 +420,7 @@ def test_errors_name_the_flag_and_the_value_typed(argv: list[str], message: str,
 
 def test_the_step_names_its_own_parameters(tmp_path: Path) -> None:
     from volcano_pipelines.errors import InputError
-    from volcano_pipelines.steps.staging import sync
+    from volcano_pipelines.steps._sync import sync
 
     with pytest.raises(InputError) as info:
         sync(str(tmp_path), str(tmp_path / "d"), chunk_mib=0)

@@ -10,7 +10,7 @@ import pytest
 from tests.storage.trees import age_dirs, read_tree, temp_files
 from volcano_pipelines.cli import main
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps.staging import SyncFailed, sync
+from volcano_pipelines.steps._sync import SyncFailed, sync
 from volcano_pipelines.transfer.plan import temp_name
 
 
