@@ -5,14 +5,14 @@ spelled on a command line. Translation only: no decisions about values."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps.params import Param, params
+from volcano_pipelines.steps.params import Param, choices, container, item_hint, params, scalar_type, strip_none
 
-__all__ = ["FlagSpec", "add_step_flags", "flag_for", "step_kwargs"]
+__all__ = ["FlagSpec", "add_step_flags", "flag_for", "scalar_flag_type", "step_kwargs"]
 
 
 @dataclass(frozen=True)
@@ -56,34 +56,36 @@ RUN_PARAMS = frozenset({"backend", "kubeconfig", "context", "timeout", "on_cance
                         "local_data_dir", "local_log_dir"})
 # Per-task flags users know from the old launchers: --cpu-per-worker is --worker-cpu.
 WORKER_ALIASES = {"cpu": "--cpu-per-worker", "memory": "--memory-per-worker", "gpus": "--gpus-per-worker"}
-_TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "str": str}
 
 
-def _scalar_type(annotation: str) -> Callable[[str], Any]:
-    return _TYPES.get(annotation.replace(" | None", "").strip(), str)
+def scalar_flag_type(hint: Any) -> Callable[[str], Any]:
+    """What argparse turns the flag's text into: int and float as such, anything else a string."""
+    kind = scalar_type(hint)
+    return kind if kind in (int, float) else str
 
 
-def _per_task(annotation: str) -> bool:
-    return annotation.startswith(("Mapping[str, Mapping", "Mapping[str, Sequence"))
+def _per_task(hint: Any) -> bool:
+    """Mapping[str, Mapping[...]] or Mapping[str, Sequence[...]]: one entry per task name."""
+    return container(hint) == "dict" and container(item_hint(hint)) is not None
 
 
 def _spec(param: Param) -> FlagSpec:
-    if param.name in FLAT_SPELLING and not _per_task(param.annotation):
+    if param.name in FLAT_SPELLING and not _per_task(param.hint):
         return FLAT_SPELLING[param.name]
     if param.name in SPELLING:
         return SPELLING[param.name]
     group = "run" if param.name in RUN_PARAMS else "job"
     flag = "--" + param.name.replace("_", "-")
-    if param.annotation == "bool":
+    if strip_none(param.hint) is bool:
         return FlagSpec("bool" if not param.default else "negated", (flag if not param.default else f"--no-{flag[2:]}",),
                         group=group)
-    if param.annotation.startswith("Sequence"):
+    if container(param.hint) == "list":
         return FlagSpec("list", (flag,), group=group)
     return FlagSpec("value", (flag,), group=group)
 
 
 def add_step_flags(parser: argparse.ArgumentParser, step: Callable[..., Any], tasks: Sequence[str],
-                   choices: Mapping[str, Sequence[str]] | None = None, skip: Iterable[str] = ()) -> None:
+                   skip: Iterable[str] = ()) -> None:
     """One flag (or one per task) for each parameter of `step`, with the docstring's help."""
     groups: dict[str, argparse._ArgumentGroup] = {}
 
@@ -105,9 +107,9 @@ def add_step_flags(parser: argparse.ArgumentParser, step: Callable[..., Any], ta
         if spec.kind == "positional":
             continue  # after `--`: see cli.__init__
         if spec.kind == "value":
-            group(spec.group).add_argument(*spec.flags, dest=dest, type=_scalar_type(param.annotation), metavar=spec.metavar,
+            group(spec.group).add_argument(*spec.flags, dest=dest, type=scalar_flag_type(param.hint), metavar=spec.metavar,
                                            default=param.default, required=param.required,
-                                           choices=(choices or {}).get(param.name), help=text)
+                                           choices=choices(param.hint), help=text)
         elif spec.kind == "bool":
             group(spec.group).add_argument(*spec.flags, dest=dest, action="store_true", help=text)
         elif spec.kind == "negated":
@@ -116,7 +118,7 @@ def add_step_flags(parser: argparse.ArgumentParser, step: Callable[..., Any], ta
             group(spec.group).add_argument(*spec.flags, dest=dest, action="append", default=None, metavar=spec.metavar,
                                            help=text + " (repeatable)")
         elif spec.kind == "task_value":
-            value_type = _scalar_type(param.annotation.split(",")[-1].rstrip("] |None").strip())
+            value_type = scalar_flag_type(item_hint(param.hint))
             for task in tasks:
                 flags = [f"--{task}-{spec.flags[0]}"]
                 if task in ("worker", "mpiworker") and param.name in WORKER_ALIASES:

@@ -16,12 +16,6 @@ from volcano_pipelines.manifest import to_yaml
 from volcano_pipelines import steps
 from volcano_pipelines.steps.params import params
 
-CHOICES = {
-    "on_failure": steps.ON_FAILURE_CHOICES,
-    "service_type": steps.SERVICE_TYPES,
-    "version_policy": ("latest", "all", "specific"),
-    "target": steps.TARGETS,
-}
 # Resource parameters are per task for training (--worker-cpu); these steps run one kind of
 # pod, so they are plain flags here.
 PLAIN = ("cpu", "memory", "gpus")
@@ -56,12 +50,12 @@ def _help(step: Callable[..., Any], name: str) -> str:
 
 def _add(parser: argparse.ArgumentParser, step: Callable[..., Any], skip: set[str] | None = None) -> None:
     known = {p.name: p for p in params(step)}
-    flags.add_step_flags(parser, step, (), CHOICES, skip=(skip or set()) | set(PLAIN))
+    flags.add_step_flags(parser, step, (), skip=(skip or set()) | set(PLAIN))
     group = parser.add_argument_group("resources")
     for name in PLAIN:
         if name in known:
             param = known[name]
-            kind = int if param.annotation.startswith("int") else str
+            kind = flags.scalar_flag_type(param.hint)
             group.add_argument(f"--{name}", dest=f"plain_{name}", type=kind, default=param.default,
                                help=f"{param.help} (default {param.default})")
     output = parser.add_argument_group("output")

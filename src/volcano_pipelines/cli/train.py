@@ -22,7 +22,6 @@ KINDS: dict[str, tuple[Callable[..., Any], Callable[..., Any], tuple[str, ...], 
     "mpi": (steps.render_mpi, steps.train_mpi, MPI_TASKS,
             "MPI: one mpimaster running mpiexec over N mpiworkers"),
 }
-CHOICES = {"on_cancel": steps.ON_CANCEL_CHOICES, "backend": steps.BACKENDS}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                 kind, help=text, description=text + ". Arguments for the entry point (TF) or the program (MPI) go after --.",
                 usage=f"vpipe {command} {kind} --name NAME [flags] [-- ARGS]   (vpipe {command} {kind} --help lists the flags)",
             )
-            flags.add_step_flags(parser, step, tasks, CHOICES)
+            flags.add_step_flags(parser, step, tasks)
             if step is train_fn:
                 output = parser.add_argument_group("output")
                 output.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
@@ -46,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status = subparsers.add_parser("status", help="show a training job's phase and per-task counts",
                                    usage="vpipe status JOB [-n NAMESPACE] [--kubeconfig PATH] [--context NAME] [--json]")
     status.add_argument("job", help="job name")
-    flags.add_step_flags(status, steps.status, (), CHOICES, skip={"name"})
+    flags.add_step_flags(status, steps.status, (), skip={"name"})
     status.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     status.set_defaults(handler=_status, parser=status)
 

@@ -152,7 +152,7 @@ def pipeline_parameter(item: Input) -> tuple[inspect.Parameter, str]:
     if item.switch:
         return inspect.Parameter(item.name, kind, annotation=bool, default=True), item.help
     param = _step_param(*item.feeds[0])
-    base, _ = kfp_type(param.annotation)
+    base, _ = kfp_type(param.hint)
     help_text = item.help or param.help
     if item.required or param.required:
         return inspect.Parameter(item.name, kind, annotation=_TYPES[base]), help_text

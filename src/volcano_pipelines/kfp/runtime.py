@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 from volcano_pipelines.errors import VpipeError, WorkFailed
 from volcano_pipelines.kfp import summary as summaries
 from volcano_pipelines.kfp.generate import kfp_type
-from volcano_pipelines.steps.params import params
+from volcano_pipelines.steps.params import item_hint, params
 from volcano_pipelines.steps import TrainResult
 from volcano_pipelines.steps.registry import step as registered
 
@@ -53,14 +53,14 @@ def step_arguments(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> dict
         if param.name not in arguments:
             continue
         value = arguments[param.name]
-        base, _ = kfp_type(param.annotation)
+        base, _ = kfp_type(param.hint)
         if not param.required and param.default is None and isinstance(value, (str, list, dict)) and not value:
             value = None
         elif base == "int":
             value = _integral(value)
-        elif base == "dict" and isinstance(value, Mapping) and param.annotation.replace(" | None", "").endswith("int]"):
+        elif base == "dict" and isinstance(value, Mapping) and item_hint(param.hint) is int:
             value = {key: _integral(item) for key, item in value.items()}
-        elif base == "list" and isinstance(value, list) and param.annotation.replace(" | None", "").endswith("[int]"):
+        elif base == "list" and isinstance(value, list) and item_hint(param.hint) is int:
             value = [_integral(item) for item in value]  # serve's versions
         out[param.name] = value
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
+from volcano_pipelines.backends.base import OnCancel
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.steps.params import check_types
@@ -52,7 +53,7 @@ def finish_run(
     namespace: str | None = None,
     kubeconfig: str | None = None,
     context: str | None = None,
-    on_failure: str = "delete",
+    on_failure: OnCancel = "delete",
     log_lines: int = 20,
 ) -> RunReport:
     """Report how a pipeline run ended and what its training job did; when the run did not

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.registry import WHOLE, Output
@@ -38,7 +38,8 @@ __all__ = ["ON_FAILURE_CHOICES", "ReapResult", "ReapedUnit", "check_selector", "
 
 log = logging.getLogger(__name__)
 
-ON_FAILURE_CHOICES = ("report", "abort")
+OnFailure = Literal["report", "abort"]
+ON_FAILURE_CHOICES: tuple[str, ...] = get_args(OnFailure)
 COMMAND_REASON = "ParameterServersLinger"
 EVENT_REAPED = "ParameterServersReaped"
 EVENT_ABORTED = "WorkersFailedAborted"
@@ -120,7 +121,7 @@ def reap(
     namespace: str | None = None,
     all_namespaces: bool = False,
     grace: float = 30,
-    on_failure: str = "report",
+    on_failure: OnFailure = "report",
     completion_task: str | None = None,
     group_label: str | None = None,
     delete_deployment: bool = False,

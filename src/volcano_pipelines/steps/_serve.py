@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.registry import WHOLE, Output
@@ -26,6 +26,7 @@ from volcano_pipelines.kube.serving import (
     GRPC_PORT,
     REST_PORT,
     VERSION_POLICIES,
+    VersionPolicy,
     ServingSpec,
     build_inference_service,
     build_serving,
@@ -50,7 +51,8 @@ __all__ = ["TARGETS", "ServeResult", "local_listing", "serve", "smoke_test", "wa
 
 log = logging.getLogger(__name__)
 
-TARGETS = ("deployment", "kserve")
+Target = Literal["deployment", "kserve"]
+TARGETS: tuple[str, ...] = get_args(Target)
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 STATUS_INTERVAL_SECONDS = 2.0
 ROLLBACK_WAIT_SECONDS = 120.0
@@ -164,12 +166,12 @@ def serve(
     cpu: str = "500m",
     memory: str = "1Gi",
     gpus: int = 0,
-    version_policy: str = "latest",
+    version_policy: VersionPolicy = "latest",
     versions: Sequence[int] | None = None,
     smoke_payload: str | None = None,
     keep_versions: int | None = None,
     rest_url: str | None = None,
-    target: str = "deployment",
+    target: Target = "deployment",
     timeout: float = 600,
     run_id: str | None = None,
     labels: Mapping[str, str] | None = None,

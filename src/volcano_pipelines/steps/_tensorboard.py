@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.registry import WHOLE, Output
@@ -37,7 +37,8 @@ from volcano_pipelines.kube.validate import (
 
 __all__ = ["SERVICE_TYPES", "TensorboardResult", "check_common", "tensorboard"]
 
-SERVICE_TYPES = ("NodePort", "ClusterIP")
+ServiceType = Literal["NodePort", "ClusterIP"]
+SERVICE_TYPES: tuple[str, ...] = get_args(ServiceType)
 NOT_WAITED = "applied; not waited for"
 _HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:]+\]")
 _PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
@@ -108,7 +109,7 @@ def tensorboard(
     namespace: str | None = None,
     job: str | None = None,
     ttl: float | None = None,
-    service_type: str = "NodePort",
+    service_type: ServiceType = "NodePort",
     node_port: int | None = None,
     node_address: str | None = None,
     ingress_path: str | None = None,

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
-from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend
+from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend, OnCancel
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.kube.validate import check_positive_seconds
@@ -25,7 +25,8 @@ from volcano_pipelines.volcano.tf import build_tf_job
 __all__ = ["BACKENDS", "ON_CANCEL_CHOICES", "TrainResult", "render_mpi", "render_tf", "status", "train_mpi", "train_tf"]
 
 RUN_ID_ENV = "VPIPE_RUN_ID"
-BACKENDS = ("cluster", "local")
+BackendName = Literal["cluster", "local"]
+BACKENDS: tuple[str, ...] = get_args(BackendName)
 
 
 def render_tf(
@@ -204,12 +205,12 @@ def render_mpi(
 def train_tf(
     name: str,
     *,
-    backend: str = "cluster",
+    backend: BackendName = "cluster",
     kubeconfig: str | None = None,
     context: str | None = None,
     namespace: str | None = None,
     timeout: float | None = None,
-    on_cancel: str = "delete",
+    on_cancel: OnCancel = "delete",
     dry_run: bool = False,
     wait: bool = True,
     log_lines: int = 20,
@@ -247,12 +248,12 @@ def train_tf(
 def train_mpi(
     name: str,
     *,
-    backend: str = "cluster",
+    backend: BackendName = "cluster",
     kubeconfig: str | None = None,
     context: str | None = None,
     namespace: str | None = None,
     timeout: float | None = None,
-    on_cancel: str = "delete",
+    on_cancel: OnCancel = "delete",
     dry_run: bool = False,
     wait: bool = True,
     log_lines: int = 20,

@@ -43,7 +43,7 @@ def test_pipeline_parameters_take_the_steps_defaults(kind: str) -> None:
             continue
         component, name = item.feeds[0]
         param = next(p for p in params(step_function(COMPONENTS[component].step)) if p.name == name)
-        base, _ = kfp_type(param.annotation)
+        base, _ = kfp_type(param.hint)
         definition = given[item.name]
         if item.required or param.required:
             assert "defaultValue" not in definition and not definition.get("isOptional"), item.name
