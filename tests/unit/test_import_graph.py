@@ -20,8 +20,9 @@ ALLOWED: dict[str, set[str]] = {
     # other way round); kube: pure value parsing (tolerations).
     "cli": {"steps", "volcano", "kube", "kfp", "argo"},
     "kfp": {"steps", "kube"},
-    # cli: the templates' containers run `vpipe`, so its flag spelling is their interface.
-    "argo": {"steps", "kube", "cli"},
+    # Front ends side by side: argo reads how `vpipe` spells a parameter from steps/spelling.py,
+    # never from the CLI's parser.
+    "argo": {"steps", "kube"},
     "steps": {"volcano", "kube", "backends", "transfer", "k8s", "lifecycle"},
     "backends": {"volcano", "kube", "k8s", "local"},
     "local": {"volcano", "kube"},
@@ -77,7 +78,7 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
     "transfer/plan.py": (450, "the pure planning rules (the march of source against destination) with the "
                               "deletion bounds; candidates to split: the glob filter"),
     "transfer/sources.py": (420, "HDFS (native and WebHDFS) and fsspec sources with their retry rules"),
-    "steps/_sync.py": (520, "the sync step's argument checks, result and report; to split: the result type"),
+    "steps/_sync.py": (540, "the sync step's argument checks (and their help), result and report; to split: the result type"),
     "k8s/apps.py": (480, "Deployments, Services, scale, events and their watches for the lifecycle steps; "
                          "to split: the rollout watch"),
     "steps/_reap.py": (620, "the reap step: one-shot and sweeper over Volcano jobs and the classic layout; "

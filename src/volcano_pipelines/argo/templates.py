@@ -138,6 +138,8 @@ class StepSpec:
     step: Callable[..., Any]
     words: tuple[str, ...]  # vpipe command words
     required: tuple[str, ...] = ()  # parameters a template needs although the step has a default
+    positional: tuple[str, ...] = ()  # parameters given as words (the registry's)
+    tasks: tuple[str, ...] = ()  # task names of per-task flags (the registry's)
     mounts_data: bool = False  # the step itself writes into the data PVC
     requests: tuple[tuple[str, str], ...] = (("cpu", "100m"), ("memory", "256Mi"))
 
@@ -156,7 +158,8 @@ _ARGO_OPTIONS: dict[str, dict[str, Any]] = {
 def _steps() -> dict[str, StepSpec]:
     """One template per Argo step of the registry, named after its `vpipe` words."""
     return {
-        item.template: StepSpec(item.template, item.function(), item.words, **_ARGO_OPTIONS.get(item.name, {}))
+        item.template: StepSpec(item.template, item.function(), item.words, positional=item.positional,
+                                tasks=item.tasks, **_ARGO_OPTIONS.get(item.name, {}))
         for item in steps_for(ARGO)
     }
 
@@ -167,7 +170,7 @@ DATA_PVC_INPUT = Input("data-pvc", "", PIPELINE_DEFAULTS["data-pvc"],
 
 
 def command(spec: StepSpec) -> StepCommand:
-    return step_command(spec.step, spec.words, required=spec.required)
+    return step_command(spec.step, spec.words, positional=spec.positional, tasks=spec.tasks, required=spec.required)
 
 
 def _parameter(item: Input) -> Parameter:

@@ -9,15 +9,23 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Resources, Role, Storage, TFJobSpec
+from volcano_pipelines.volcano.spec import (
+    MPI_TASKS,
+    TF_TASKS,
+    CodeSource,
+    JobOptions,
+    MPIJobSpec,
+    Resources,
+    Role,
+    Storage,
+    TFJobSpec,
+)
 from volcano_pipelines.kube.validate import parse_tolerations
 
 __all__ = ["ALL_TASKS", "MPI_MASTER_RESOURCES", "MPI_TASKS", "TF_TASKS", "mpi_spec", "named_by_params", "param_for", "roles", "tf_spec"]
 
 MPI_MASTER_RESOURCES = Resources(cpu="500m", memory="512Mi")
 
-TF_TASKS = ("ps", "worker", "chief", "evaluator")
-MPI_TASKS = ("mpimaster", "mpiworker")
 ALL_TASKS = ""  # the key of a per-task dict that applies to every task
 V = TypeVar("V")
 

@@ -3,7 +3,7 @@ lives in, its result type, the `vpipe` words that run it, a one-line summary and
 ends it appears in. `volcano_pipelines.steps` exports what this lists; the KFP components,
 the Argo templates and the CLI's step commands are read from it (a drift test checks that
 no front end keeps a list of its own). A step's output parameters are marked on its result
-type (`OUTPUTS`, below). Imports nothing: the step modules load only when asked for."""
+type (`OUTPUTS`, below). Imports only the task names: step modules load when asked for."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from volcano_pipelines.volcano.spec import MPI_TASKS, TF_TASKS
 
 __all__ = ["ARGO", "CLI", "KFP", "STEPS", "WHOLE", "Output", "Step", "exports", "output_type", "step", "steps_for"]
 
@@ -71,6 +73,8 @@ class Step:
     words: tuple[str, ...]  # `vpipe` command words; () for none
     summary: str  # one line: what it does (the KFP component's description)
     front_ends: frozenset[str] = frozenset({CLI, KFP, ARGO})
+    tasks: tuple[str, ...] = ()  # the task names its per-task settings are keyed by
+    positional: tuple[str, ...] = ()  # parameters given as words on the command line (`vpipe sync SRC DST`)
 
     def function(self) -> Callable[..., Any]:
         return typing.cast(Callable[..., Any], getattr(importlib.import_module(self.home), self.name))
@@ -98,24 +102,27 @@ _TRAIN_WAITS = "and wait for its end; the step fails with the reason when the jo
 STEPS: tuple[Step, ...] = (
     Step("sync", "_sync", "SyncResult", ("sync",),
          "Stage a dataset (HDFS, WebHDFS, a directory, any fsspec URL) into a mounted directory: "
-         "incremental, parallel, atomic, verified."),
+         "incremental, parallel, atomic, verified.", positional=("src", "dst")),
     Step("render_tf", "_train", None, ("render", "tf"),
-         "The Volcano Job for distributed TensorFlow, as YAML; nothing is sent.", frozenset({CLI})),
+         "The Volcano Job for distributed TensorFlow, as YAML; nothing is sent.", frozenset({CLI}), TF_TASKS),
     Step("render_mpi", "_train", None, ("render", "mpi"),
-         "The Volcano Job for MPI, as YAML; nothing is sent.", frozenset({CLI})),
+         "The Volcano Job for MPI, as YAML; nothing is sent.", frozenset({CLI}), MPI_TASKS),
     Step("train_tf", "_train", "TrainResult", ("train", "tf"),
          "Run distributed TensorFlow as a Volcano Job (parameter servers + workers, + chief, evaluator) "
-         + _TRAIN_WAITS),
+         + _TRAIN_WAITS, tasks=TF_TASKS),
     Step("train_mpi", "_train", "TrainResult", ("train", "mpi"),
-         "Run an MPI job as a Volcano Job (one mpimaster running mpiexec over N mpiworkers) " + _TRAIN_WAITS),
+         "Run an MPI job as a Volcano Job (one mpimaster running mpiexec over N mpiworkers) " + _TRAIN_WAITS,
+         tasks=MPI_TASKS),
     Step("status", "_train", "TrainResult", ("status",),
-         "A training job's phase, per-task counts and (when it failed) the failing pod.", frozenset({CLI})),
+         "A training job's phase, per-task counts and (when it failed) the failing pod.", frozenset({CLI}),
+         positional=("name",)),
     Step("finish_run", "_finish", "RunReport", (),
          "Exit handler: report how the run ended and what its training job did; when the run failed, "
          "clean up the run's training job per on_failure.", frozenset({KFP})),
     Step("reap", "_reap", "ReapResult", ("reap",),
          "Finish a training job whose parameter servers still run after the completion task succeeded "
-         "(a CompleteJob Command after the grace period) and report how long they lingered; or sweep a selector."),
+         "(a CompleteJob Command after the grace period) and report how long they lingered; or sweep a selector.",
+         positional=("job",)),
     Step("tensorboard", "_tensorboard", "TensorboardResult", ("tensorboard",),
          "Start (or update) TensorBoard over the training logs on the log PVC and report the URL to open; "
          "it lives as long as the training job, or for a TTL."),

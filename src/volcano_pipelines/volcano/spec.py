@@ -6,11 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DEFAULT_MPI_IMAGE", "DEFAULT_TF_IMAGE", "DEFAULT_TF_PORT", "CodeSource", "JobOptions", "MPIJobSpec", "Resources", "Role", "Storage", "TFJobSpec"]
+__all__ = ["MPI_TASKS", "TF_TASKS", "DEFAULT_MPI_IMAGE", "DEFAULT_TF_IMAGE", "DEFAULT_TF_PORT", "CodeSource", "JobOptions", "MPIJobSpec", "Resources", "Role", "Storage", "TFJobSpec"]
 
 DEFAULT_TF_IMAGE = "tensorflow/tensorflow:2.16.1"
 DEFAULT_MPI_IMAGE = "volcanosh/example-mpi:0.0.3"
 DEFAULT_TF_PORT = 2222
+# The tasks (Volcano task names) of each kind of job.
+TF_TASKS = ("ps", "worker", "chief", "evaluator")
+MPI_TASKS = ("mpimaster", "mpiworker")
 
 
 @dataclass(frozen=True)
