@@ -21,6 +21,8 @@ from volcano_pipelines.volcano.spec import (
     TFJobSpec,
 )
 from volcano_pipelines.kube.validate import parse_tolerations
+from volcano_pipelines.steps._job_params import Tasks, spec_params
+from volcano_pipelines.steps.params import declared
 
 __all__ = ["ALL_TASKS", "MPI_MASTER_RESOURCES", "MPI_TASKS", "TF_TASKS", "mpi_spec", "named_by_params", "param_for", "roles", "tf_spec"]
 
@@ -98,64 +100,18 @@ def roles(
     return built
 
 
-def job_options(
-    *,
-    name: str,
-    namespace: str,
-    image: str | None,
-    queue: str,
-    priority_class: str | None,
-    min_available: int | None,
-    max_retry: int,
-    ttl: int | None,
-    restart_on_failure: bool,
-    image_pull_secrets: Sequence[str] | None,
-    service_account: str | None,
-    run_id: str | None,
-    labels: Mapping[str, str] | None,
-) -> JobOptions:
-    return JobOptions(
-        name=name,
-        namespace=namespace,
-        image=image,
-        queue=queue,
-        priority_class=priority_class,
-        min_available=min_available,
-        max_retry=max_retry,
-        ttl_seconds_after_finished=ttl,
-        image_pull_secrets=tuple(image_pull_secrets or ()),
-        service_account=service_account,
-        run_id=run_id,
-        labels=dict(labels or {}),
-        restart_on_pod_failure=restart_on_failure,
-    )
+def _filled(prefix: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec fields under `prefix` (job., code., storage.) from the arguments that fill
+    them, as declared (steps/_job_params.py)."""
+    return {path[len(prefix):]: arguments[name] for path, name in spec_params().items()
+            if path.startswith(prefix) and path.count(".") == 1 and name in arguments and path != "job.name"}
 
 
-def code_source(url: str | None, sha256: str | None, path: str | None, pvc: str | None, entry: str) -> CodeSource:
-    return CodeSource(url=url, sha256=sha256, path=path, pvc=pvc, entry=entry)
-
-
-def storage(data_pvc: str | None, data_dir: str, log_pvc: str | None, log_dir: str) -> Storage:
-    return Storage(data_pvc=data_pvc, data_dir=data_dir, log_pvc=log_pvc, log_dir=log_dir)
-
-
-# Spec paths (what validation names) -> the step's own arguments.
-_SPEC_PARAMS = {
-    "job.name": "name", "job.namespace": "namespace", "job.image": "image", "job.queue": "queue",
-    "job.priority_class": "priority_class", "job.min_available": "min_available", "job.max_retry": "max_retry",
-    "job.ttl_seconds_after_finished": "ttl", "job.image_pull_secrets": "image_pull_secrets",
-    "job.service_account": "service_account", "job.run_id": "run_id", "job.labels": "labels",
-    "code.url": "code_url", "code.sha256": "code_sha256", "code.path": "code_path", "code.pvc": "code_pvc",
-    "code.entry": "entry", "storage.data_pvc": "data_pvc", "storage.data_dir": "data_dir",
-    "storage.log_pvc": "log_pvc", "storage.log_dir": "log_dir", "ps.replicas": "ps", "worker.replicas": "workers",
-    "mpiworker.replicas": "workers", "slots_per_worker": "slots_per_worker", "port": "port", "command": "command",
-    "mpiexec_args": "mpiexec_args", "args": "args",
-}
-_ROLE_PARAMS = {
-    "resources.cpu": "cpu", "resources.memory": "memory", "resources.gpu": "gpus", "image": "task_images",
-    "env": "env", "labels": "pod_labels", "annotations": "pod_annotations", "node_selector": "node_selector",
-    "tolerations": "tolerations",
-}
+def job_options(arguments: Mapping[str, Any]) -> JobOptions:
+    fields = _filled("job.", arguments)
+    fields["image_pull_secrets"] = tuple(fields.get("image_pull_secrets") or ())
+    fields["labels"] = dict(fields.get("labels") or {})
+    return JobOptions(name=arguments["name"], **fields)
 
 
 def param_for(field: str) -> str:
@@ -163,11 +119,12 @@ def param_for(field: str) -> str:
     "job.labels['a']" -> "labels['a']"; unknown paths come back unchanged."""
     cut = min((i for i in (field.find("["), field.find(" ")) if i >= 0), default=len(field))
     base, suffix = field[:cut], field[cut:]
-    if base in _SPEC_PARAMS:
-        return _SPEC_PARAMS[base] + suffix
+    declared_paths = spec_params()
+    if base in declared_paths:
+        return declared_paths[base] + suffix
     task, _, attribute = base.partition(".")
-    if task in TF_TASKS + MPI_TASKS and attribute in _ROLE_PARAMS:
-        return f"{_ROLE_PARAMS[attribute]}[{task}]" + suffix
+    if task in TF_TASKS + MPI_TASKS and f"*.{attribute}" in declared_paths:
+        return f"{declared_paths['*.' + attribute]}[{task}]" + suffix
     return field
 
 
@@ -184,56 +141,45 @@ def named_by_params() -> Iterator[None]:
         raise InputError(param, err.value, err.allowed) from None
 
 
-def tf_spec(
-    *, name: str, namespace: str, image: str | None, ps: int, workers: int, chief: bool, evaluator: bool, port: int,
-    args: Sequence[str] | None, code_url: str | None, code_sha256: str | None, code_path: str | None,
-    code_pvc: str | None, entry: str, data_pvc: str | None, data_dir: str, log_pvc: str | None, log_dir: str,
-    task_images: Any, cpu: Any, memory: Any, gpus: Any, env: Any, pod_labels: Any, pod_annotations: Any,
-    node_selector: Any, tolerations: Any, **job: Any,
-) -> TFJobSpec:
-    replicas = {"ps": ps, "worker": workers}
-    if chief:
+def tf_spec(**arguments: Any) -> TFJobSpec:
+    """render_tf's arguments (every declared one) -> the TF job spec."""
+    replicas = {"ps": arguments["ps"], "worker": arguments["workers"]}
+    if arguments["chief"]:
         replicas["chief"] = 1
-    if evaluator:
+    if arguments["evaluator"]:
         replicas["evaluator"] = 1
     _check_replica_types(replicas)
-    built = roles(
-        replicas, TF_TASKS, task_images=task_images, cpu=cpu, memory=memory, gpus=gpus, env=env,
-        pod_labels=pod_labels, pod_annotations=pod_annotations, node_selector=node_selector, tolerations=tolerations,
-    )
+    built = roles(replicas, TF_TASKS, **_per_task_arguments(arguments))
     return TFJobSpec(
-        job=job_options(name=name, namespace=namespace, image=image, **job),
-        code=code_source(code_url, code_sha256, code_path, code_pvc, entry),
-        storage=storage(data_pvc, data_dir, log_pvc, log_dir),
+        job=job_options(arguments),
+        code=CodeSource(**_filled("code.", arguments)),
+        storage=Storage(**_filled("storage.", arguments)),
         ps=built["ps"], worker=built["worker"], chief=built.get("chief"), evaluator=built.get("evaluator"),
-        args=tuple(args or ()), port=port,
+        args=tuple(arguments["args"] or ()), port=arguments["port"],
     )
 
 
-def mpi_spec(
-    *, name: str, command: Sequence[str], namespace: str, image: str | None, workers: int, slots_per_worker: int,
-    mpiexec_args: Sequence[str] | None, code_url: str | None, code_sha256: str | None, code_path: str | None,
-    code_pvc: str | None, entry: str, data_pvc: str | None, data_dir: str, log_pvc: str | None, log_dir: str,
-    task_images: Any, cpu: Any, memory: Any, gpus: Any, env: Any, pod_labels: Any, pod_annotations: Any,
-    node_selector: Any, tolerations: Any, **job: Any,
-) -> MPIJobSpec:
-    replicas = {"mpimaster": 1, "mpiworker": workers}
+def mpi_spec(**arguments: Any) -> MPIJobSpec:
+    """render_mpi's arguments (every declared one) -> the MPI job spec."""
+    replicas = {"mpimaster": 1, "mpiworker": arguments["workers"]}
     _check_replica_types(replicas)
-    built = roles(
-        replicas, MPI_TASKS, task_images=task_images, cpu=cpu, memory=memory, gpus=gpus, env=env,
-        pod_labels=pod_labels, pod_annotations=pod_annotations, node_selector=node_selector, tolerations=tolerations,
-        default_resources={"mpimaster": MPI_MASTER_RESOURCES},
-    )
+    built = roles(replicas, MPI_TASKS, **_per_task_arguments(arguments),
+                  default_resources={"mpimaster": MPI_MASTER_RESOURCES})
+    command = arguments["command"]
     if isinstance(command, str):
         raise InputError("command", command, "a list: the program and its arguments")
     return MPIJobSpec(
-        job=job_options(name=name, namespace=namespace, image=image, **job),
+        job=job_options(arguments),
         command=tuple(command),
-        code=code_source(code_url, code_sha256, code_path, code_pvc, entry),
-        storage=storage(data_pvc, data_dir, log_pvc, log_dir),
-        master=built["mpimaster"], worker=built["mpiworker"], slots_per_worker=slots_per_worker,
-        mpiexec_args=tuple(mpiexec_args or ()),
+        code=CodeSource(**_filled("code.", arguments)),
+        storage=Storage(**_filled("storage.", arguments)),
+        master=built["mpimaster"], worker=built["mpiworker"], slots_per_worker=arguments["slots_per_worker"],
+        mpiexec_args=tuple(arguments["mpiexec_args"] or ()),
     )
+
+
+def _per_task_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: arguments[name] for name, _, _, _ in declared(Tasks)}
 
 
 def _check_replica_types(replicas: Mapping[str, int]) -> None:

@@ -7,6 +7,7 @@ by task name."""
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import functools
 import inspect
 import types
@@ -17,8 +18,8 @@ from typing import Any, TypeVar
 
 from volcano_pipelines.errors import InputError
 
-__all__ = ["NOT_FRONT_END", "Param", "check_types", "choices", "container", "describe", "extend_signature",
-           "item_hint", "optional", "params", "scalar_type", "strip_none"]
+__all__ = ["NOT_FRONT_END", "Doc", "Param", "arg", "bind", "check_types", "choices", "container", "declare", "declared",
+           "describe", "extend_signature", "item_hint", "optional", "params", "scalar_type", "strip_none"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 # Python-only arguments: objects, not values a pipeline can pass.
@@ -173,6 +174,77 @@ def _entry_indent(doc: str) -> str:
             following = lines[i + 1]
             return following[: len(following) - len(following.lstrip())]
     return " " * 8
+
+
+# --- parameter groups declared once -----------------------------------------------------------
+# A group of parameters (the job's policy, where its code comes from, its storage, per-task
+# settings, how a run waits) is a frozen dataclass whose fields carry type, default and help
+# together; `declare` turns groups into the flat keyword arguments of a step function: its
+# signature, type hints and docstring, from which every front end is derived in turn.
+
+@dataclass(frozen=True)
+class Doc:
+    """What a declared parameter says about itself: its help (per kind of job where it
+    differs, e.g. {"mpi": ...}) and the spec path validation names it by (job.max_retry,
+    *.resources.cpu for a per-task setting of every task), so an error names the argument."""
+
+    help: str
+    spec: str | None = None
+    by_kind: tuple[tuple[str, str], ...] = ()
+
+    def help_for(self, kind: str) -> str:
+        return dict(self.by_kind).get(kind, self.help)
+
+
+def arg(default: Any, help: str, *, spec: str | None = None, **by_kind: str) -> Any:
+    """A declared parameter: a dataclass field with its default and its Doc."""
+    return dataclasses.field(default=default, metadata={"vpipe": Doc(help, spec, tuple(by_kind.items()))})
+
+
+def declared(*groups: type) -> list[tuple[str, Any, Any, Doc]]:
+    """(name, type hint, default, Doc) of every field of `groups`, in order."""
+    out = []
+    for group in groups:
+        hints = typing.get_type_hints(group)
+        for item in dataclasses.fields(group):
+            out.append((item.name, hints[item.name], item.default, item.metadata["vpipe"]))
+    return out
+
+
+def declare(*groups: type, kind: str = "") -> Callable[[F], F]:
+    """Give `fn(name, ..., **job)` the flat keyword parameters of `groups`: one signature, one
+    set of type hints and one docstring (its own Args: entries, then one per declared
+    parameter, with the help for `kind`). `fn` receives them in **job; `bind` checks them."""
+
+    def decorate(fn: F) -> F:
+        own = inspect.signature(fn)
+        kept = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        hints = typing.get_type_hints(fn)
+        indent = _entry_indent(fn.__doc__ or "")
+        lines: list[str] = []
+        for name, hint, default, doc in declared(*groups):
+            kept.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint))
+            hints[name] = hint
+            lines.append(f"{indent}{name}: {doc.help_for(kind)}")
+        kept.sort(key=lambda p: (p.kind is p.POSITIONAL_OR_KEYWORD and 0) or (2 if p.name in NOT_FRONT_END else 1))
+        setattr(fn, "__signature__", own.replace(parameters=kept))
+        fn.__annotations__ = hints
+        fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n" + "\n".join(lines) + "\n"
+        return fn
+
+    return decorate
+
+
+def bind(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The arguments of a call to `fn` (a declared signature) by name, defaults filled in; an
+    argument `fn` does not take is an InputError naming it."""
+    known = inspect.signature(fn).parameters
+    unknown = sorted(set(kwargs) - set(known))
+    if unknown:
+        raise InputError(unknown[0], kwargs[unknown[0]], f"an argument of {fn.__name__}")
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
 
 
 # --- argument types ------------------------------------------------------------------------

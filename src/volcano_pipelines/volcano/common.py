@@ -153,7 +153,7 @@ def job_envelope(
     # servers keep the job Running forever: either restart it or end it, never neither.
     policies = [
         {"event": "PodEvicted", "action": "RestartJob"},
-        {"event": "PodFailed", "action": "RestartJob" if job.restart_on_pod_failure else "TerminateJob"},
+        {"event": "PodFailed", "action": "RestartJob" if job.restart_on_failure else "TerminateJob"},
     ]
     spec: dict[str, Any] = {
         "schedulerName": "volcano",
@@ -164,8 +164,8 @@ def job_envelope(
         "policies": policies,
         "tasks": [dict(t) for t in tasks],
     }
-    if job.ttl_seconds_after_finished is not None:
-        spec["ttlSecondsAfterFinished"] = job.ttl_seconds_after_finished
+    if job.ttl is not None:
+        spec["ttlSecondsAfterFinished"] = job.ttl
     if job.priority_class:
         spec["priorityClassName"] = job.priority_class
     return {

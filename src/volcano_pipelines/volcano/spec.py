@@ -71,12 +71,12 @@ class JobOptions:
     priority_class: str | None = None
     min_available: int | None = None  # None: every replica (gang)
     max_retry: int = 3
-    ttl_seconds_after_finished: int | None = 3600
+    ttl: int | None = 3600
     image_pull_secrets: tuple[str, ...] = ()
     service_account: str | None = None
     run_id: str | None = None
     labels: dict[str, str] = field(default_factory=dict)  # on the Job and every pod
-    restart_on_pod_failure: bool = True  # PodFailed -> RestartJob (bounded by max_retry), else TerminateJob
+    restart_on_failure: bool = True  # PodFailed -> RestartJob (bounded by max_retry), else TerminateJob
 
 
 @dataclass(frozen=True)

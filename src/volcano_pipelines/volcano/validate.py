@@ -175,9 +175,9 @@ def check_job_options(job: JobOptions, task_replicas: Mapping[str, int], *, alwa
     if not isinstance(job.max_retry, int) or isinstance(job.max_retry, bool) or not 1 <= job.max_retry <= INT32_MAX:
         fail("job.max_retry", job.max_retry, f"an integer from 1 to {INT32_MAX} (to fail at the first failed pod, "
              "turn off restart on pod failure)")
-    if job.ttl_seconds_after_finished is not None:
+    if job.ttl is not None:
         # Volcano stores both as int32: a larger value would be refused or wrap around.
-        check_bounded("job.ttl_seconds_after_finished", job.ttl_seconds_after_finished, 0, INT32_MAX)
+        check_bounded("job.ttl", job.ttl, 0, INT32_MAX)
     for i, secret in enumerate(job.image_pull_secrets):
         check_dns_subdomain(f"job.image_pull_secrets[{i}]", secret)
     if job.service_account is not None:

@@ -160,7 +160,7 @@ def test_flag_for_maps_spec_paths_through_step_arguments() -> None:
     assert flag_for(render_mpi, param_for("mpimaster.resources.memory"), MPI_TASKS) == "--mpimaster-memory"
     assert tf("worker.env[A]") == "--env" and tf("worker.env name") == "--env"
     assert tf("job.image_pull_secrets[1]") == "--image-pull-secret"
-    assert tf("job.ttl_seconds_after_finished") == "--ttl"
+    assert tf("job.ttl") == "--ttl"
     assert tf("args[0]") == "arguments after --"
     assert tf("unknown.thing") is None
 
