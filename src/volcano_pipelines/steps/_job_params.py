@@ -58,6 +58,9 @@ class Policy:
     min_available: int | None = arg(None, "gang size (default: every replica)", spec="job.min_available")
     max_retry: int = arg(3, "job restarts before it is Failed", spec="job.max_retry")
     ttl: int | None = arg(3600, "seconds a finished job is kept", spec="job.ttl")
+    deadline: int | None = arg(None, "seconds each pod may run (activeDeadlineSeconds, per attempt): a pod past it "
+                                     "fails (DeadlineExceeded), which restarts or ends the job like any failed pod",
+                               spec="job.deadline")
     restart_on_failure: bool = arg(True, "a failed pod restarts the whole job (bounded by max_retry); false: it ends "
                                          "the job (Terminated)", spec="job.restart_on_failure")
     image_pull_secrets: Sequence[str] | None = arg(None, "pull secrets of every pod", spec="job.image_pull_secrets")

@@ -135,6 +135,9 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
     log_lines = run["log_lines"]
     if not isinstance(log_lines, int) or not 0 <= log_lines <= 10_000:
         raise InputError("log_lines", log_lines, "an integer from 0 to 10000")
+    if backend == "local" and arguments["deadline"] is not None:
+        # The local backend's processes have no kubelet to enforce a pod deadline.
+        raise InputError("deadline", arguments["deadline"], "only with the cluster backend")
     arguments["run_id"] = arguments.get("run_id") or os.environ.get(RUN_ID_ENV) or uuid.uuid4().hex[:16]
     # A namespace named by the caller is checked with the job; the context's is looked up
     # only when the job is really sent.

@@ -102,6 +102,8 @@ def pod_template(
         tolerations=role.tolerations,
         priority_class=job.priority_class,
     )
+    if job.deadline is not None:
+        spec["activeDeadlineSeconds"] = job.deadline
     metadata: dict[str, Any] = {"labels": {**job.labels, **role.labels, **identity_labels(step, job.run_id)}}
     if role.annotations:
         metadata["annotations"] = dict(role.annotations)

@@ -72,6 +72,7 @@ class JobOptions:
     min_available: int | None = None  # None: every replica (gang)
     max_retry: int = 3
     ttl: int | None = 3600
+    deadline: int | None = None  # every pod's activeDeadlineSeconds
     image_pull_secrets: tuple[str, ...] = ()
     service_account: str | None = None
     run_id: str | None = None

@@ -178,6 +178,8 @@ def check_job_options(job: JobOptions, task_replicas: Mapping[str, int], *, alwa
     if job.ttl is not None:
         # Volcano stores both as int32: a larger value would be refused or wrap around.
         check_bounded("job.ttl", job.ttl, 0, INT32_MAX)
+    if job.deadline is not None:
+        check_positive("job.deadline", job.deadline)
     for i, secret in enumerate(job.image_pull_secrets):
         check_dns_subdomain(f"job.image_pull_secrets[{i}]", secret)
     if job.service_account is not None:
