@@ -117,3 +117,18 @@ def test_step_modules_are_private(path: Path) -> None:
     declarations, params and registry), never from a step's own module."""
     private = sorted(name for name in _imported_modules(path) if name.startswith(f"{PACKAGE}.steps._"))
     assert private == [], f"{path.relative_to(SRC)} imports {private}"
+
+
+# Values that were once written in several modules: each is now assigned in one place.
+DEFINED_ONCE = {
+    '"volcano.sh/job-name"': "labels.py",
+    'frozenset({"Completed"': "volcano/status.py",  # the phases FINAL_PHASES is built from
+    'Resources(cpu="500m", memory="512Mi")': "volcano/spec.py",
+    'TRAIN_STEP = "train"': "labels.py",
+}
+
+
+def test_constants_are_defined_once() -> None:
+    for text, home in DEFINED_ONCE.items():
+        found = sorted(str(p.relative_to(SRC)) for p in MODULES if text in p.read_text())
+        assert found == ([home] if home else []), (text, found)

@@ -1,6 +1,6 @@
 """`vpipe`: the command-line front end. Each command group lives in its own module that
 exposes `register(subparsers)`; the handler it sets returns an exit code. No logic here:
-arguments are translated to step calls, errors to exit codes (DESIGN.md)."""
+arguments are translated to step calls, errors to exit codes (docs/design.md)."""
 
 from __future__ import annotations
 

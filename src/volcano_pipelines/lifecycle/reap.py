@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from volcano_pipelines.labels import EXPIRES_ANNOTATION, STEP_LABEL
+from volcano_pipelines.labels import EXPIRES_ANNOTATION, STEP_LABEL, VOLCANO_JOB_NAME_LABEL
 from volcano_pipelines.volcano.status import FINAL_PHASES, pod_task
 
 __all__ = [
@@ -62,7 +62,7 @@ ACTIONS = (WAIT, GRACE, REAP, FAILED, DONE, SKIP)
 
 # The task whose success means "training is over", in order of preference.
 COMPLETION_TASKS = ("chief", "mpimaster", "worker")
-VOLCANO_JOB_LABEL = "volcano.sh/job-name"
+VOLCANO_JOB_LABEL = VOLCANO_JOB_NAME_LABEL
 # Phases in which Volcano is already ending the job's pods.
 FINISHING_PHASES = frozenset({"Completing", "Aborting", "Terminating"})
 # A Deployment with this annotation (RFC 3339 UTC time) is removed by the sweeper once the

@@ -36,7 +36,6 @@ from volcano_pipelines.volcano.entrypoint import FETCH_PY
 log = logging.getLogger(__name__)
 
 SUPPORTED_ACTIONS = frozenset({"CompleteJob", "RestartJob", "TerminateJob", "AbortJob"})
-FINAL_PHASES = frozenset({"Completed", "Failed", "Terminated", "Aborted"})
 # A container that could not start: what Kubernetes reports (containerd's StartError).
 START_ERROR_EXIT_CODE = 128
 PARAMETER_SERVER_TASK = "ps"

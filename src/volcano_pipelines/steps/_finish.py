@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from volcano_pipelines.backends.base import OnCancel
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.labels import TRAIN_STEP
 from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.steps._results import TrainResult
@@ -17,7 +18,6 @@ from volcano_pipelines.steps._results import TrainResult
 __all__ = ["SUCCEEDED", "RunReport", "finish_run"]
 
 SUCCEEDED = "SUCCEEDED"  # PipelineTaskFinalStatus.state of a run whose tasks all succeeded
-TRAIN_STEP = "train"  # the step label of training jobs (volcano/tf.py, volcano/mpi.py)
 
 
 @dataclass

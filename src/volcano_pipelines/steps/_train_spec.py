@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.volcano.spec import (
+    MPI_MASTER_RESOURCES,
     MPI_TASKS,
     TF_TASKS,
     CodeSource,
@@ -26,7 +27,6 @@ from volcano_pipelines.steps.params import declared
 
 __all__ = ["ALL_TASKS", "MPI_MASTER_RESOURCES", "MPI_TASKS", "TF_TASKS", "mpi_spec", "named_by_params", "param_for", "roles", "tf_spec"]
 
-MPI_MASTER_RESOURCES = Resources(cpu="500m", memory="512Mi")
 
 ALL_TASKS = ""  # the key of a per-task dict that applies to every task
 V = TypeVar("V")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MPI_TASKS", "TF_TASKS", "DEFAULT_MPI_IMAGE", "DEFAULT_TF_IMAGE", "DEFAULT_TF_PORT", "CodeSource", "JobOptions", "MPIJobSpec", "Resources", "Role", "Storage", "TFJobSpec"]
+__all__ = ["MPI_MASTER_RESOURCES", "MPI_TASKS", "TF_TASKS", "DEFAULT_MPI_IMAGE", "DEFAULT_TF_IMAGE", "DEFAULT_TF_PORT", "CodeSource", "JobOptions", "MPIJobSpec", "Resources", "Role", "Storage", "TFJobSpec"]
 
 DEFAULT_TF_IMAGE = "tensorflow/tensorflow:2.16.1"
 DEFAULT_MPI_IMAGE = "volcanosh/example-mpi:0.0.3"
@@ -23,6 +23,10 @@ class Resources:
     cpu: str | None = "1"
     memory: str | None = "2Gi"
     gpu: int = 0
+
+
+# What the MPI master (mpiexec, not a training process) requests unless told otherwise.
+MPI_MASTER_RESOURCES = Resources(cpu="500m", memory="512Mi")
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ class MPIJobSpec:
     command: tuple[str, ...]  # the program mpiexec runs on every slot, argv form
     code: CodeSource = field(default_factory=CodeSource)
     storage: Storage = field(default_factory=Storage)
-    master: Role = field(default_factory=lambda: Role(resources=Resources(cpu="500m", memory="512Mi")))
+    master: Role = field(default_factory=lambda: Role(resources=MPI_MASTER_RESOURCES))
     worker: Role = field(default_factory=Role)
     slots_per_worker: int = 1
     mpiexec_args: tuple[str, ...] = ()  # extra mpiexec options, verbatim
