@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import socket
 import stat
 import time
@@ -14,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, TypeVar
 
+from volcano_pipelines import backoff
 from volcano_pipelines.errors import ClusterError, InputError
 from volcano_pipelines.transfer.plan import Entry
 from volcano_pipelines.transfer.urls import (
@@ -115,7 +115,7 @@ def with_retries(
         except Exception as err:  # noqa: BLE001 - classified below
             if attempt == attempts or not is_transient(err):
                 raise
-            delay = min(max_delay, base_delay * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+            delay = backoff.delay(attempt, base_delay, max_delay, jitter=True)
             log.warning("%s failed (%s); retry %d/%d in %.1fs", what, short_error(err), attempt, attempts - 1, delay)
             sleep(delay)
     raise AssertionError("unreachable")
