@@ -13,7 +13,7 @@ def delay(attempt: int, first: float, cap: float, *, jitter: bool = False,
           rand: Callable[[], float] = random.random) -> float:
     """The wait after failed attempt `attempt` (1, 2, ...): first * 2^(attempt-1), at most
     `cap`; with jitter, a random 50-100 % of that."""
-    base = min(cap, first * 2 ** min(attempt - 1, 64))
+    base = min(cap, first * 2.0 ** min(attempt - 1, 64))
     return base * (0.5 + rand() / 2) if jitter else base
 
 

@@ -62,7 +62,10 @@ def test_pv_reuse_rebinds_a_released_volume(cluster: Any, namespace: str) -> Non
         "claimRef": {"namespace": namespace, "name": "first"}}})
     try:
         core.create_namespaced_persistent_volume_claim(namespace, {"metadata": {"name": "first"}, "spec": claim})
-        phase = lambda: core.read_persistent_volume(pv_name).status.phase
+
+        def phase() -> str:
+            return str(core.read_persistent_volume(pv_name).status.phase)
+
         wait_for("PV bound", lambda: phase() == "Bound", timeout=60)
         core.delete_namespaced_persistent_volume_claim("first", namespace)
         wait_for("PV released", lambda: phase() == "Released", timeout=60)

@@ -24,8 +24,10 @@ from hera.workflows.models import (
     Backoff,
     DAGTask,
     DAGTemplate,
+    IntOrString,
     Outputs,
     PersistentVolumeClaimVolumeSource,
+    Quantity,
     ResourceRequirements,
     TemplateRef,
     Volume,
@@ -75,7 +77,7 @@ DEADLINE_MARGIN_SECONDS = 120
 # another try, and safe, because a retried step attaches to the job of its run
 # ({{workflow.uid}}) and sync is incremental. 1 (the work failed) and 2 (bad input) are final.
 RETRY = RetryStrategy(limit="3", retry_policy="OnFailure", expression="asInt(lastRetry.exitCode) == 3",
-                      backoff=Backoff(duration="30s", factor="2"))
+                      backoff=Backoff(duration="30s", factor=IntOrString(root="2")))
 # What manifests/ creates: the defaults of the pipeline's wiring.
 PIPELINE_DEFAULTS = {"data-pvc": "vpipe-data", "log-pvc": "vpipe-logs", "queue": "vpipe"}
 
@@ -199,7 +201,6 @@ def step_template(spec: StepSpec) -> Container:
                          description="the step's result as JSON (vpipe --json)")]
     outputs += [Parameter(name=name, value_from=ValueFromModel(path=f"{OUT_DIR}/outputs/{name}", default=""))
                 for name in output_names(spec.step)]
-    requests = dict(spec.requests)
     return Container(
         name=spec.template,
         image=RUNTIME_IMAGE,
@@ -210,9 +211,15 @@ def step_template(spec: StepSpec) -> Container:
         outputs=outputs,
         active_deadline_seconds=deadline,
         retry_strategy=RETRY,
-        resources=ResourceRequirements(requests=requests, limits={"memory": requests["memory"]}),
+        resources=_resources(dict(spec.requests)),
         **mounts,
     )
+
+
+def _resources(requests: dict[str, str]) -> ResourceRequirements:
+    """Requests, and memory's as the limit (CPU is not limited: a CPU limit throttles)."""
+    return ResourceRequirements(requests={k: Quantity(root=v) for k, v in requests.items()},
+                                limits={"memory": Quantity(root=requests["memory"])})
 
 
 def step_workflow_template(spec: StepSpec) -> WorkflowTemplate:
@@ -338,7 +345,7 @@ def train_and_serve() -> WorkflowTemplate:
         command=["sh", "-c", REPORT_SCRIPT, "vpipe-report"],
         args=["{{workflow.name}}", "{{workflow.status}}", "{{workflow.failures}}", "{{workflow.parameters.name}}",
               "{{workflow.namespace}}"],
-        resources=ResourceRequirements(requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "256Mi"}),
+        resources=_resources({"cpu": "100m", "memory": "256Mi"}),
     )
     cleanup = Resource(
         name="cleanup",

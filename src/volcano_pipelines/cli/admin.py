@@ -31,7 +31,7 @@ def _cluster_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pv = subparsers.add_parser("pv", help="admin: PersistentVolume helpers")
     pv_commands = pv.add_subparsers(dest="pv_command", required=True, parser_class=type(pv))
     reuse = pv_commands.add_parser(

@@ -21,7 +21,7 @@ from volcano_pipelines.steps.params import params
 PLAIN = ("cpu", "memory", "gpus")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     reap = subparsers.add_parser(
         "reap", help="finish training jobs whose parameter servers outlive the workers",
         description="Finish training jobs whose parameter servers keep running after the completion task succeeded: "

@@ -46,7 +46,7 @@ FLAGS: dict[str, str] = {
 }
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "sync",
         help="stage a dataset from HDFS / WebHDFS / a directory into a mounted volume",

@@ -24,7 +24,7 @@ KINDS: dict[str, tuple[Callable[..., Any], Callable[..., Any], tuple[str, ...], 
 }
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     render = subparsers.add_parser("render", help="print the Volcano Job YAML for a training job")
     render_kinds = render.add_subparsers(dest="kind", required=True, parser_class=type(render))
     train = subparsers.add_parser("train", help="submit a training job and wait for it to finish")

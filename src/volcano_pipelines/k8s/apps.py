@@ -26,7 +26,6 @@ from volcano_pipelines.k8s.errors import (
     KubeError,
     NotFound,
     from_exception,
-    is_transient,
 )
 from volcano_pipelines.k8s.watch import WATCH_WINDOW_SECONDS, reconnecting, watch_named
 from volcano_pipelines.kube.rollout import (
@@ -246,7 +245,7 @@ def proxy_request(cluster: Cluster, namespace: str, service: str, port: int, pat
 def _api_status_kind(body: Any) -> bool:
     """The API server's own refusal (a Status object), not an answer from the proxied service."""
     try:
-        return json.loads(body or "{}").get("kind") == "Status"
+        return bool(json.loads(body or "{}").get("kind") == "Status")
     except (ValueError, TypeError, AttributeError):
         return False
 

@@ -49,7 +49,7 @@ def call(
         attempt += 1
         try:
             return fn()
-        except Exception as err:  # noqa: BLE001 - classified right below
+        except Exception as err:
             if not isinstance(err, ApiException) and not is_transient(err):
                 raise  # not an answer from the API server (a bug, or a signal from `fn`): not ours to wrap
             refused = is_connection_refused(err)

@@ -57,7 +57,8 @@ def reconnecting(
                     return
                 events, version = start
                 yield from events
-            for event, version in stream(version):
+            for event, seen in stream(version):
+                version = seen  # a resumed watch starts after the last event it delivered
                 if event is not None:
                     yield event
             delays = cluster.policy.delays()
@@ -72,7 +73,7 @@ def reconnecting(
             yield from _pause(what, err, next(delays), pause or cluster.sleep)
         except KubeError:
             raise
-        except Exception as err:  # noqa: BLE001 - transient transport errors resume, others propagate
+        except Exception as err:
             if not is_transient(err):
                 raise
             yield from _pause(what, err, next(delays), pause or cluster.sleep)

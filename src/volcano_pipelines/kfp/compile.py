@@ -30,15 +30,15 @@ def _plain_yaml_strings() -> Iterator[None]:
     classes = [yaml.SafeDumper, yaml.Dumper, yaml.representer.SafeRepresenter, yaml.representer.Representer]
     saved = {cls: cls.__dict__["yaml_representers"].get(str) for cls in classes if "yaml_representers" in cls.__dict__}
     for cls in saved:
-        cls.yaml_representers[str] = yaml.representer.SafeRepresenter.represent_str
+        cls.__dict__["yaml_representers"][str] = yaml.representer.SafeRepresenter.represent_str
     try:
         yield
     finally:
         for cls, representer in saved.items():
             if representer is None:
-                cls.yaml_representers.pop(str, None)
+                cls.__dict__["yaml_representers"].pop(str, None)
             else:
-                cls.yaml_representers[str] = representer
+                cls.__dict__["yaml_representers"][str] = representer
 
 
 def compile_text(obj: Any) -> str:

@@ -44,7 +44,7 @@ def define(spec: ComponentSource, step: Callable[..., Any] | None = None) -> Any
 
 def build(spec: ComponentSource, step: Callable[..., Any] | None = None, base_image: str = RUNTIME_IMAGE) -> PythonComponent:
     # install_kfp_package=False: the runtime image has kfp; a pod must not pip-install at start.
-    return dsl.component(define(spec, step), base_image=base_image, install_kfp_package=False)  # type: ignore[no-any-return]
+    return dsl.component(define(spec, step), base_image=base_image, install_kfp_package=False)
 
 
 # One component per KFP step of the registry (steps/registry.py), each also a module attribute:

@@ -257,4 +257,4 @@ def train_and_serve(kind: str = "tf", *, data_mount: str = DATA_MOUNT, step_pod:
     pipeline_func.__signature__ = signature  # type: ignore[attr-defined]
     pipeline_func.__doc__ = f"{description}\n\nArgs:\n{arg_docs}\n"
     built: Callable[..., Any] = dsl.pipeline(name=PIPELINE_NAMES[kind], description=description)
-    return built(pipeline_func)  # type: ignore[no-any-return]
+    return built(pipeline_func)

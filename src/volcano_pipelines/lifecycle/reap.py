@@ -221,7 +221,7 @@ def decide_volcano(job: Obj, pods: Iterable[Obj], *, now: datetime, grace: float
 def _failure_policy(job: Obj, task: str | None) -> str | None:
     """The action Volcano takes on a failed pod of `task` (task policies first), if any."""
     spec = job.get("spec") or {}
-    task_spec = next((t for t in spec.get("tasks") or [] if t.get("name") == task), {})
+    task_spec: Mapping[str, Any] = next((t for t in spec.get("tasks") or [] if t.get("name") == task), {})
     for policies in (task_spec.get("policies") or [], spec.get("policies") or []):
         for policy in policies:
             events = [policy.get("event")] + list(policy.get("events") or [])
@@ -236,7 +236,8 @@ def _owned_by(obj: Obj, uid: str | None) -> bool:
 
 
 def _condition(obj: Obj, kind: str) -> Mapping[str, Any] | None:
-    for condition in (obj.get("status") or {}).get("conditions") or []:
+    conditions: list[Mapping[str, Any]] = (obj.get("status") or {}).get("conditions") or []
+    for condition in conditions:
         if condition.get("type") == kind and condition.get("status") == "True":
             return condition
     return None

@@ -16,7 +16,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -494,7 +494,7 @@ class _Sweep:
         self.progress.note(f"{unit.describe()}: {entry.action}: {decision.reason}")
         self.result.failed.append(entry)
 
-    def _live_ps(self, unit: rule.Unit, decision: rule.Decision) -> list[dict[str, Any]]:
+    def _live_ps(self, unit: rule.Unit, decision: rule.Decision) -> list[Mapping[str, Any]]:
         if unit.kind == "volcano":
             names = set(decision.lingering)
             return [p for p in unit.pods if _name(p) in names]
@@ -576,7 +576,7 @@ def _waiting(unit: rule.Unit, decision: rule.Decision) -> ReapedUnit:
                       completed_at=rule.format_time(decision.completed_at) if decision.completed_at else None)
 
 
-def _uid(obj: dict[str, Any]) -> str:
+def _uid(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
 

@@ -10,6 +10,7 @@ import collections.abc
 import dataclasses
 import functools
 import inspect
+import operator
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -49,7 +50,7 @@ def optional(hint: Any) -> bool:
 def strip_none(hint: Any) -> Any:
     """`X | None` -> X."""
     arms = [arm for arm in _union_arms(hint) if arm is not type(None)]
-    return arms[0] if len(arms) == 1 else typing.Union[tuple(arms)] if arms else hint
+    return functools.reduce(operator.or_, arms) if arms else hint
 
 
 def choices(hint: Any) -> tuple[Any, ...] | None:
@@ -115,7 +116,7 @@ def _arg_docs(fn: Callable[..., Any]) -> dict[str, str]:
     return docs
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     return typing.get_type_hints(fn)
 
@@ -283,8 +284,8 @@ def _accepts(value: Any, hint: Any) -> bool:
     if origin in _MAPPINGS:
         if not isinstance(value, Mapping):
             return False
-        args = typing.get_args(hint)
-        return not args or all(_accepts(k, args[0]) and _accepts(v, args[1]) for k, v in value.items())
+        pair = typing.get_args(hint)
+        return not pair or all(_accepts(k, pair[0]) and _accepts(v, pair[1]) for k, v in value.items())
     if isinstance(hint, type):
         return isinstance(value, hint)
     return True  # a hint this check does not model: the step's own checks decide

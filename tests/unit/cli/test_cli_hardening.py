@@ -99,7 +99,7 @@ def not_an_api_server() -> Iterator[str]:
     """A real HTTP server that answers 404 to everything (a wrong URL in a kubeconfig)."""
 
     class NotFound(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:
             self.send_response(404)
             self.send_header("Content-Type", "text/plain")
             self.end_headers()

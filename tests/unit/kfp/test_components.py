@@ -142,7 +142,8 @@ def test_a_parameter_named_like_an_output_artifact_is_refused() -> None:
 
 
 @pytest.mark.parametrize(("hint", "expected"), [
-    (str, ("str", False)), (str | None, ("str", True)), (Optional[int], ("int", True)),
+    (str, ("str", False)), (str | None, ("str", True)),
+    (Optional[int], ("int", True)),  # noqa: UP045 - the old spelling must work too
     (Sequence[str], ("list", False)), (Mapping[str, Mapping[str, str]] | None, ("dict", True)),
     (float | None, ("float", True)), (bool, ("bool", False)), (Literal["a", "b"], ("str", False)),
 ])

@@ -100,7 +100,7 @@ def _check_lifecycle_chain(spec: dict[str, Any], tasks: dict[str, dict[str, Any]
                            after: tuple[str, ...]) -> None:
     """sync -> train -> reap -> tensorboard -> serve; each acts on the job train created."""
     chain = ["sync", train_task, *after]
-    for before, step in zip(chain[1:], chain[2:]):
+    for before, step in zip(chain[1:], chain[2:], strict=False):
         holder = "condition-2" if step == "serve" else step
         assert before in tasks[holder]["dependentTasks"], f"{step} does not run after {before}"
     job = {"taskOutputParameter": {"outputParameterKey": "job_name", "producerTask": train_task}}

@@ -30,7 +30,7 @@ class Markdown:
 
 
 def _outputs(step: str, values: tuple[Any, ...]) -> dict[str, Any]:
-    return dict(zip([name for name, _, _ in COMPONENTS[step].outputs], values))
+    return dict(zip([name for name, _, _ in COMPONENTS[step].outputs], values, strict=True))
 
 
 def test_empty_ui_values_mean_not_set_only_where_the_default_is_none() -> None:

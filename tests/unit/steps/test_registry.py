@@ -141,3 +141,17 @@ def test_no_module_keeps_its_own_list_of_steps() -> None:
                         if (relative, _target(parent)) not in ALLOWED_LISTS:
                             found.append(f"{relative}:{node.lineno} {_target(parent)} {sorted(names & known)}")
     assert found == []
+
+
+def test_the_static_imports_match_the_lazy_exports() -> None:
+    """steps/__init__ loads each name lazily (_HOMES) and imports them all under TYPE_CHECKING
+    for type checkers: the two must agree."""
+    tree = ast.parse((SRC / "steps" / "__init__.py").read_text())
+    static = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            for item in node.body:
+                assert isinstance(item, ast.ImportFrom) and item.module
+                for alias in item.names:
+                    static[alias.name] = item.module.rsplit(".", 1)[1]
+    assert static == steps_package._HOMES
