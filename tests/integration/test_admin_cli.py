@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from typing import Any
 
 import pytest
 
+from tests.helpers.vpipe import VPIPE
 from tests.integration.waiting import wait_for
 from volcano_pipelines.steps._admin import reuse_claim_ref, secret_copy
 from volcano_pipelines.errors import InputError
 
-VPIPE = [sys.executable, "-c", "import sys; from volcano_pipelines.cli import main; sys.exit(main())"]
 
 
 def _pv(phase: str, ref: dict[str, str] | None) -> dict[str, Any]:

@@ -19,8 +19,8 @@ from tests.integration.test_lifecycle_support import (  # noqa: F401
     kube_fixture,
     log_pvc_fixture,
     volcano_job,
-    vpipe,
 )
+from tests.helpers.vpipe import vpipe
 from tests.integration.waiting import wait_for
 from tests.unit.kube.tfserving_standin import standin, status_body
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.trees import write_tree as _tree
 from tests.storage.trees import read_tree, temp_files
 from volcano_pipelines.cli import main
 from volcano_pipelines.steps._sync import sync
@@ -31,11 +32,6 @@ from volcano_pipelines.transfer.progress import Progress
 from volcano_pipelines.transfer.sources import LocalSource
 
 
-def _tree(root: Path, files: dict[str, bytes]) -> None:
-    for rel, data in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
 
 
 # ---------------------------------------------------------------------------- rejected entries vs --delete

@@ -16,17 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.trees import write_tree as _tree
 from tests.storage.trees import read_tree, temp_files
 from volcano_pipelines.cli import main
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _tree(root: Path, files: dict[str, bytes]) -> None:
-    for rel, data in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
 
 
 def _snapshot(root: Path) -> list[str]:
