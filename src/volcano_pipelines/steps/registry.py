@@ -117,8 +117,8 @@ STEPS: tuple[Step, ...] = (
          "A training job's phase, per-task counts and (when it failed) the failing pod.", frozenset({CLI}),
          positional=("name",)),
     Step("finish_run", "_finish", "RunReport", (),
-         "Exit handler: report how the run ended and what its training job did; when the run failed, "
-         "clean up the run's training job per on_failure.", frozenset({KFP})),
+         "Exit handler: report how the run ended and what its training job did; when the run failed or was "
+         "cancelled, clean up the run's training job per on_failure (an unknown state keeps it).", frozenset({KFP})),
     Step("reap", "_reap", "ReapResult", ("reap",),
          "Finish a training job whose parameter servers still run after the completion task succeeded "
          "(a CompleteJob Command after the grace period) and report how long they lingered; or sweep a selector.",
