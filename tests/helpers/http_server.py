@@ -70,17 +70,24 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextmanager
+def running(server: http.server.ThreadingHTTPServer) -> Iterator[None]:
+    """`server` answering from a daemon thread until the block ends."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@contextmanager
 def serve(root: Path, *, host: str = "127.0.0.1", **options: Any) -> Iterator[FileServer]:
     """Serve `root` on `host` (a free port); `.base` is its URL, without a trailing '/'."""
     state = FileServer(root=root, **options)
     handler = type("Handler", (_Handler,), {"state": state})
     server = http.server.ThreadingHTTPServer((host, 0), functools.partial(handler, directory=str(root)))
     state.base = f"http://{host}:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(server):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()

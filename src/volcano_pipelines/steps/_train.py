@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend
@@ -45,10 +46,7 @@ def render_tf(name: str, **job: Any) -> dict[str, Any]:
     Args:
         name: job name (DNS label); pods are <name>-<task>-<index>
     """
-    arguments = bind(render_tf, name, **job)
-    check_types(render_tf, arguments)
-    with train_spec.named_by_params():
-        return build_tf_job(train_spec.tf_spec(**arguments))
+    return _render(render_tf, name, job, lambda arguments: build_tf_job(train_spec.tf_spec(**arguments)))
 
 
 @declare(MPICommand, Target, MPIShape, Policy, Code, Storage, Tasks, kind="mpi")
@@ -59,10 +57,7 @@ def render_mpi(name: str, **job: Any) -> dict[str, Any]:
     Args:
         name: job name (DNS label); pods are <name>-<task>-<index>
     """
-    arguments = bind(render_mpi, name, **job)
-    check_types(render_mpi, arguments)
-    with train_spec.named_by_params():
-        return build_mpi_job(train_spec.mpi_spec(**arguments))
+    return _render(render_mpi, name, job, lambda arguments: build_mpi_job(train_spec.mpi_spec(**arguments)))
 
 
 @extend_signature(render_tf)
@@ -116,6 +111,14 @@ def status(
     cluster_backend = _cluster_backend(kubeconfig, context)
     namespace = namespace or cluster_backend.cluster.namespace
     return job_result(cluster_backend, namespace, name, log_lines)
+
+
+def _render(step: Any, name: str, job: dict[str, Any], build: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """Check the arguments of a render step, then build its job; an error names the argument."""
+    arguments = bind(step, name, **job)
+    check_types(step, arguments)
+    with train_spec.named_by_params():
+        return build(arguments)
 
 
 def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Progress | None) -> TrainResult:
