@@ -7,6 +7,7 @@ inputs and Argo parameters from those, and the job specs are filled by the spec 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
@@ -137,6 +138,7 @@ class Run:
 ALL_GROUPS = (Target, TFShape, MPICommand, MPIShape, Policy, Code, Storage, Tasks)
 
 
+@functools.cache
 def spec_params() -> dict[str, str]:
     """Spec path -> the argument that fills it (`job.max_retry` -> `max_retry`,
     `*.resources.cpu` -> `cpu`): what an error found in the spec is renamed to."""

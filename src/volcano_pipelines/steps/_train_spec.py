@@ -4,6 +4,7 @@ Pure: no I/O."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -103,8 +104,14 @@ def roles(
 def _filled(prefix: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The spec fields under `prefix` (job., code., storage.) from the arguments that fill
     them, as declared (steps/_job_params.py)."""
-    return {path[len(prefix):]: arguments[name] for path, name in spec_params().items()
-            if path.startswith(prefix) and path.count(".") == 1 and name in arguments and path != "job.name"}
+    return {field: arguments[name] for field, name in _fields_under(prefix) if name in arguments}
+
+
+@functools.cache
+def _fields_under(prefix: str) -> tuple[tuple[str, str], ...]:
+    """(spec field, argument) of the declared spec paths `prefix`FIELD."""
+    return tuple((path[len(prefix):], name) for path, name in spec_params().items()
+                 if path.startswith(prefix) and path.count(".") == 1 and path != "job.name")
 
 
 def job_options(arguments: Mapping[str, Any]) -> JobOptions:

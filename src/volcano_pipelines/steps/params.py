@@ -202,14 +202,15 @@ def arg(default: Any, help: str, *, spec: str | None = None, **by_kind: str) -> 
     return dataclasses.field(default=default, metadata={"vpipe": Doc(help, spec, tuple(by_kind.items()))})
 
 
-def declared(*groups: type) -> list[tuple[str, Any, Any, Doc]]:
-    """(name, type hint, default, Doc) of every field of `groups`, in order."""
+@functools.cache
+def declared(*groups: type) -> tuple[tuple[str, Any, Any, Doc], ...]:
+    """(name, type hint, default, Doc) of every field of `groups`, in order (read once)."""
     out = []
     for group in groups:
         hints = typing.get_type_hints(group)
         for item in dataclasses.fields(group):
             out.append((item.name, hints[item.name], item.default, item.metadata["vpipe"]))
-    return out
+    return tuple(out)
 
 
 def declare(*groups: type, kind: str = "") -> Callable[[F], F]:
@@ -236,14 +237,19 @@ def declare(*groups: type, kind: str = "") -> Callable[[F], F]:
     return decorate
 
 
+@functools.cache
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(fn)
+
+
 def bind(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
     """The arguments of a call to `fn` (a declared signature) by name, defaults filled in; an
     argument `fn` does not take is an InputError naming it."""
-    known = inspect.signature(fn).parameters
-    unknown = sorted(set(kwargs) - set(known))
+    signature = _signature(fn)
+    unknown = sorted(set(kwargs) - set(signature.parameters))
     if unknown:
         raise InputError(unknown[0], kwargs[unknown[0]], f"an argument of {fn.__name__}")
-    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()
     return dict(bound.arguments)
 
@@ -334,8 +340,11 @@ def check_types(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> None:
     """Raise InputError for the first argument of `fn` (given as `arguments`, e.g. its
     locals()) whose value its type hint does not allow."""
     hints = _hints(fn)
+    declared_params = _signature(fn).parameters
     for name, value in arguments.items():
         if name in NOT_FRONT_END or name not in hints or name == "return":
             continue
+        if name in declared_params and value is declared_params[name].default:
+            continue  # the declared default (the common case): nothing to check
         if not _accepts(value, hints[name]):
             raise InputError(name, value, describe(hints[name]))
