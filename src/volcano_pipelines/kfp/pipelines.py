@@ -152,7 +152,7 @@ def pipeline_parameter(item: Input) -> tuple[inspect.Parameter, str]:
     if item.switch:
         return inspect.Parameter(item.name, kind, annotation=bool, default=True), item.help
     param = _step_param(*item.feeds[0])
-    base, _ = kfp_type(param.annotation)
+    base, _ = kfp_type(param.hint)
     help_text = item.help or param.help
     if item.required or param.required:
         return inspect.Parameter(item.name, kind, annotation=_TYPES[base]), help_text
@@ -257,4 +257,4 @@ def train_and_serve(kind: str = "tf", *, data_mount: str = DATA_MOUNT, step_pod:
     pipeline_func.__signature__ = signature  # type: ignore[attr-defined]
     pipeline_func.__doc__ = f"{description}\n\nArgs:\n{arg_docs}\n"
     built: Callable[..., Any] = dsl.pipeline(name=PIPELINE_NAMES[kind], description=description)
-    return built(pipeline_func)  # type: ignore[no-any-return]
+    return built(pipeline_func)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from volcano_pipelines.labels import TRAIN_STEP
 from volcano_pipelines.volcano.common import (
     code_env,
     task_min_available,
@@ -23,7 +24,7 @@ from volcano_pipelines.volcano.validate import check_tf_cluster_size, validate_t
 
 __all__ = ["STEP", "build_tf_job", "cluster_spec", "completing_task", "roles"]
 
-STEP = "train"
+STEP = TRAIN_STEP
 # Task order matters only for readability of the rendered YAML.
 TASK_ORDER = ("chief", "ps", "worker", "evaluator")
 
