@@ -7,10 +7,12 @@ signature. Pure: text in, text out; nothing here imports kfp."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from volcano_pipelines.kfp.specs import ComponentSource
 from volcano_pipelines.steps.params import Param, choices, container, optional, params, scalar_type, strip_none
+
+if TYPE_CHECKING:  # the specs read every step's result type: a component pod loads only its own step
+    from volcano_pipelines.kfp.specs import ComponentSource
 
 __all__ = ["ARTIFACTS", "UnsupportedParameter", "component_source", "kfp_default", "kfp_type"]
 

@@ -155,3 +155,15 @@ def test_the_static_imports_match_the_lazy_exports() -> None:
                 for alias in item.names:
                     static[alias.name] = item.module.rsplit(".", 1)[1]
     assert static == steps_package._HOMES
+
+
+def test_a_component_pod_loads_only_the_step_it_runs() -> None:
+    """kfp/runtime (what every component pod imports) must not load every step module: the
+    registry is read lazily."""
+    import subprocess
+    import sys
+
+    code = ("import sys, volcano_pipelines.kfp.runtime as r; r.step_function('reap'); "
+            "print(sorted(m for m in sys.modules if m.startswith('volcano_pipelines.steps._')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "_reap" in loaded and "_sync" not in loaded and "_serve" not in loaded, loaded
