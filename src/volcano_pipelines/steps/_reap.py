@@ -187,7 +187,7 @@ def _check(job: str | None, selector: str | None, namespace: str | None, all_nam
         if group_label is not None:
             raise InputError("group_label", group_label, "only with a selector (classic layout groups)")
     else:
-        check_selector("selector", selector)  # type: ignore[arg-type]
+        check_selector("selector", selector or "")
     if namespace is not None:
         check_dns_label("namespace", namespace)
         if all_namespaces:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend
 from volcano_pipelines.errors import InputError
@@ -31,6 +31,9 @@ from volcano_pipelines.steps.params import bind, check_types, declare, declared,
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.tf import build_tf_job
+
+if TYPE_CHECKING:
+    from volcano_pipelines.backends.cluster import ClusterBackend
 
 __all__ = ["BACKENDS", "ON_CANCEL_CHOICES", "TrainResult", "render_mpi", "render_tf", "status", "train_mpi", "train_tf"]
 
@@ -151,8 +154,11 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
                            succeeded=True, backend=backend, message="dry run: nothing was created", manifest=manifest)
     target = _backend(backend, run["kubeconfig"], run["context"], run["local_dir"], run["local_data_dir"],
                       run["local_log_dir"])
-    if namespace is None and backend == "cluster":
-        manifest = render(name, namespace=target.cluster.namespace, **arguments)  # type: ignore[attr-defined]
+    if namespace is None and backend == "cluster":  # the context's namespace, read now
+        from volcano_pipelines.backends.cluster import ClusterBackend
+
+        assert isinstance(target, ClusterBackend)
+        manifest = render(name, namespace=target.cluster.namespace, **arguments)
     from volcano_pipelines.steps._waiting import WaitPolicy, run as run_job  # not needed to render
 
     policy = WaitPolicy(timeout_seconds=timeout, on_cancel=on_cancel, wait=run["wait"], log_lines=log_lines)
@@ -160,7 +166,7 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
         return run_job(target, manifest, policy, progress)
 
 
-def _cluster_backend(kubeconfig: str | None, context: str | None) -> Any:
+def _cluster_backend(kubeconfig: str | None, context: str | None) -> ClusterBackend:
     from volcano_pipelines.backends.cluster import ClusterBackend
     from volcano_pipelines.k8s.client import connect
 
@@ -177,4 +183,4 @@ def _backend(name: str, kubeconfig: str | None, context: str | None, local_dir: 
         # Pod output goes to stderr, so that --json stays alone on stdout.
         return LocalBackend(local_dir or os.path.join(os.getcwd(), "vpipe-local"), local_data_dir, local_log_dir,
                             output=sys.stderr)
-    return _cluster_backend(kubeconfig, context)  # type: ignore[no-any-return]
+    return _cluster_backend(kubeconfig, context)

@@ -31,7 +31,7 @@ TASK_ORDER = ("chief", "ps", "worker", "evaluator")
 
 def roles(spec: TFJobSpec) -> dict[str, Role]:
     present = {"chief": spec.chief, "ps": spec.ps, "worker": spec.worker, "evaluator": spec.evaluator}
-    return {name: present[name] for name in TASK_ORDER if present[name] is not None}  # type: ignore[misc]
+    return {name: role for name in TASK_ORDER if (role := present[name]) is not None}
 
 
 def completing_task(spec: TFJobSpec) -> str:
