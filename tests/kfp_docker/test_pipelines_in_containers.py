@@ -92,7 +92,7 @@ def test_a_component_that_exits_3_is_a_failed_task(kfp_docker: Any, tmp_path: Pa
 
 @pytest.mark.parametrize("kind", ["tf", "mpi"])
 def test_the_shipped_pipeline_runs_in_the_runtime_image(
-        kfp_docker: Any, cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes,
+        kfp_docker: Any, cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes,  # noqa: F811 - the imported fixtures
         hdfs: Any, tmp_path: Path, kind: str) -> None:
     from tests.storage.trees import put_tree
     from volcano_pipelines.images import MPI_TRAINER_IMAGE, TF_TRAINER_IMAGE
