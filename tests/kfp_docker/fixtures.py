@@ -53,11 +53,14 @@ class KfpDocker:
 def kfp_docker(podman_docker_host: str, images: Any, tmp_path: Path,
                monkeypatch: pytest.MonkeyPatch) -> Iterator[KfpDocker]:
     from kfp import local
-    from kfp.local import config, docker_task_handler
+    from kfp.local import config, docker_task_handler, executor_input_utils
+
+    from tests.helpers.kfp_local import drop_unset_optional_inputs
 
     images.tag("runtime")  # built (or reused) before the first container starts
     monkeypatch.setenv("DOCKER_HOST", podman_docker_host)
     state = KfpDocker(root=tmp_path / "kfp-outputs")
+    monkeypatch.setattr(executor_input_utils, "executor_input_to_dict", drop_unset_optional_inputs())
     monkeypatch.setattr(docker_task_handler, "run_docker_container",
                         container_runner(state.settings, state.exit_codes.append))
     # The runtime image runs as uid 1000, as in a KFP pod; kfp.local makes the task output

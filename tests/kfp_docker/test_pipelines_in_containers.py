@@ -8,13 +8,13 @@ registry carries it). kfp.local runs each component's compiled command and execu
 the component's image, as the launcher would, but it ignores the kfp-kubernetes platform
 settings (the data PVC mount of the sync pod, pull secrets): the test mounts the data
 directory where the pipeline's sync step writes (/data) and the kubeconfig itself, and the
-containers use the host network. The TensorBoard pod of the pipeline has no placement inputs,
-so it lands on a kwok node, where readiness is kwok's, not TensorBoard's; the real-node
-TensorBoard test (tests/node/test_training.py) covers the image."""
+containers use the host network. Every pod the pipeline makes (training, TensorBoard) is
+placed on the real node through the pipeline's own inputs: the PVCs are hostPath volumes there."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from tests.node.test_training import (  # noqa: F401 - module fixtures: node, co
     code_url,
     node,
     placement,
+    toleration,
     volumes,
 )
 
@@ -42,10 +43,22 @@ def _bind(source: Path, target: str, read_only: bool = False) -> Any:
 
 
 def _readable_kubeconfig(cluster: Any, tmp_path: Path) -> Path:
-    """The test kubeconfig, readable by the runtime image's uid 1000 (as a mounted Secret)."""
+    """The test kubeconfig with its certificate files embedded (the container sees only this
+    file), readable by the runtime image's uid 1000 — as a kubeconfig mounted from a Secret."""
+    import base64
+
+    import yaml
+
+    config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    for section, keys in (("clusters", ("certificate-authority",)), ("users", ("client-certificate", "client-key"))):
+        for entry in config.get(section) or []:
+            body = entry.get(section[:-1]) or {}
+            for key in keys:
+                if key in body:
+                    body[f"{key}-data"] = base64.b64encode(Path(body.pop(key)).read_bytes()).decode()
     copy = tmp_path / "kubeconfig" / "config"
     copy.parent.mkdir(mode=0o755)
-    copy.write_bytes(Path(cluster.kubeconfig).read_bytes())
+    copy.write_text(yaml.safe_dump(config))
     copy.chmod(0o644)
     return copy
 
@@ -102,7 +115,8 @@ def test_the_shipped_pipeline_runs_in_the_runtime_image(
     # directory (mounted at /data in the sync container), beside what the fixture staged.
     hdfs_dir = f"/kfp/{namespace}"
     put_tree(hdfs.client(), hdfs_dir, {"train/part-0.csv": b"x,y\n1,2\n" * 100, "labels.txt": b"0\n1\n"})
-    volumes.data_dir.chmod(0o777)  # the runtime image runs as uid 1000
+    # The runtime image runs as uid 1000 (a PVC would give it the group through fsGroup).
+    subprocess.run(["chmod", "-R", "a+rwX", str(volumes.data_dir)], check=True)
     kubeconfig = _readable_kubeconfig(cluster, tmp_path)
     kfp_docker.mounts = [_bind(kubeconfig.parent, str(kubeconfig.parent), read_only=True),
                          _bind(volumes.data_dir, DATA_MOUNT)]
@@ -116,8 +130,12 @@ def test_the_shipped_pipeline_runs_in_the_runtime_image(
         shape = {"image": MPI_TRAINER_IMAGE, "workers": 2, "code_url": f"{code_url}/mpi/",
                  "command": ["python3", "train.py", "--steps=30"]}
     pipeline = train_and_serve(kind, step_retries=0)
+    # Every pod on the real node: the PVCs are hostPath volumes of that node.
+    board = {"tensorboard_node_selector": {node.label: node.label_value},
+             "tensorboard_tolerations": [toleration(node)]}
     pipeline(model_name=f"kfpd-{kind}", dataset_url=f"{hdfs.url}{hdfs_dir}", data_pvc=volumes.data_pvc,
-             log_pvc=volumes.log_pvc, kubeconfig=str(kubeconfig), namespace=namespace, **shape, **placement(node))
+             log_pvc=volumes.log_pvc, kubeconfig=str(kubeconfig), namespace=namespace, **shape, **placement(node),
+             **board)
 
     root = kfp_docker.root
     # sync ran in its container and really staged the dataset from HDFS.
@@ -135,8 +153,8 @@ def test_the_shipped_pipeline_runs_in_the_runtime_image(
         assert reaped["succeeded"] is True
     else:
         assert json.loads((volumes.log_dir / "mpi-result.json").read_text())["ranks"] == 2
-    board = _outputs(root, "tensorboard")
-    assert board["name"] == f"kfpd-{kind}-tensorboard" and board["url"]
+    served = _outputs(root, "tensorboard")
+    assert served["name"] == f"kfpd-{kind}-tensorboard" and served["ready"] is True and served["url"]
     finished = _outputs(root, "finish-run")
     assert finished["pipeline_state"] == "SUCCEEDED"
     assert (finished["job_phase"], finished["cleanup"]) == ("Completed", "none")

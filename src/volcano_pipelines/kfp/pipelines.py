@@ -78,6 +78,10 @@ def _lifecycle_inputs(kind: str) -> tuple[Input, ...]:
         Input("tensorboard_ingress_path", (("tensorboard", "ingress_path"),)),
         Input("tensorboard_image", (("tensorboard", "image"),)),
         Input("tensorboard_timeout", (("tensorboard", "timeout"),)),
+        # Where TensorBoard runs: its log PVC may be reachable only from some nodes (a node-local
+        # volume, a storage pool behind a taint), which the training pods' placement does not cover.
+        Input("tensorboard_node_selector", (("tensorboard", "node_selector"),)),
+        Input("tensorboard_tolerations", (("tensorboard", "tolerations"),)),
     )
     reap = (Input("reap_grace", (("reap", "grace"),)),) if "reap" in steps else ()
     serve = (
