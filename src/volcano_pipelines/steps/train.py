@@ -333,6 +333,8 @@ def _train(render: Any, name: str, job: dict[str, Any], *, backend: str, kubecon
         return TrainResult(name=meta["name"], namespace=meta["namespace"], run_id=job["run_id"], phase="DryRun",
                            succeeded=True, backend=backend, message="dry run: nothing was created", manifest=manifest)
     target = _backend(backend, kubeconfig, context, *local)
+    if backend == "cluster":
+        target.submit_timeout = timeout  # type: ignore[attr-defined]
     if namespace is None and backend == "cluster":
         manifest = render(name, namespace=target.cluster.namespace, **job)  # type: ignore[attr-defined]
     from volcano_pipelines.steps.waiting import WaitPolicy, run  # not needed to render
