@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,20 +15,69 @@ import yaml
 
 from volcano_pipelines.errors import ClusterError, InputError
 
-__all__ = ["CRON_FIELD", "arguments_for", "create", "cron_expression", "load_pipeline", "recurring_run_request", "to_model"]
+__all__ = ["CRON_FIELD", "KfpApi", "arguments_for", "check_host", "check_step_rules", "create", "cron_expression", "load_pipeline",
+           "recurring_run_request", "to_model"]
 
-CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,?#\-]+$")
+CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,?\-]+$")
 CRON_HELP = ("a cron expression of 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds first, "
-             "as KFP takes it), e.g. '0 2 * * *'")
+             "as KFP takes it), each a number in its range, a range a-b, a step */n or a-b/n, or a list of them, "
+             "e.g. '0 2 * * *'")
 _BOOLEANS = {"true": True, "false": False}
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+# The six fields KFP's scheduler reads (robfig/cron with seconds): name, lowest, highest,
+# names for the values (from the lowest), and whether '?' (no specific value) is allowed.
+_CRON_FIELDS: tuple[tuple[str, int, int, tuple[str, ...], bool], ...] = (
+    ("second", 0, 59, (), False),
+    ("minute", 0, 59, (), False),
+    ("hour", 0, 23, (), False),
+    ("day of month", 1, 31, (), True),
+    ("month", 1, 12, _MONTHS, False),
+    ("day of week", 0, 6, _DAYS, True),
+)
+
+
+def _cron_value(text: str, low: int, high: int, names: tuple[str, ...]) -> int | None:
+    if text.isdigit():
+        value = int(text)
+    elif text.upper() in names:
+        value = names.index(text.upper()) + low
+    else:
+        return None
+    return value if low <= value <= high else None
+
+
+def _cron_field_problem(field: str, name: str, low: int, high: int, names: tuple[str, ...], question: bool) -> str | None:
+    if field == "?":
+        return None if question else f"'?' is only allowed for the day of month or week, not the {name}"
+    for item in field.split(","):
+        span, slash, step = item.partition("/")
+        if slash and not (step.isdigit() and 1 <= int(step) <= high - low + 1):
+            return f"the {name} step {step!r} is not a number from 1 to {high - low + 1}"
+        if span == "*":
+            continue
+        first, dash, last = span.partition("-")
+        a = _cron_value(first, low, high, names)
+        b = _cron_value(last, low, high, names) if dash else a
+        if a is None or b is None or a > b:
+            what = f" or {names[0]}-{names[-1]}" if names else ""
+            return f"the {name} {span!r} is not a value or range within {low}-{high}{what}"
+    return None
 
 
 def cron_expression(raw: str) -> str:
-    """KFP's scheduler takes six fields, seconds first; the usual five get '0' seconds."""
+    """KFP's scheduler takes six fields, seconds first; the usual five get '0' seconds. Each
+    field is checked against its range: KFP would otherwise accept the recurring run and
+    fail to schedule it, or never run it."""
     fields = raw.split()
     if len(fields) not in (5, 6) or not all(CRON_FIELD.match(field) for field in fields):
         raise InputError("cron", raw, CRON_HELP)
-    return " ".join(["0", *fields] if len(fields) == 5 else fields)
+    six = ["0", *fields] if len(fields) == 5 else fields
+    for field, (name, low, high, names, question) in zip(six, _CRON_FIELDS):
+        problem = _cron_field_problem(field, name, low, high, names, question)
+        if problem:
+            raise InputError("cron", raw, f"{problem}; {CRON_HELP}")
+    return " ".join(six)
 
 
 def load_pipeline(text: str, source: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -106,6 +154,45 @@ def arguments_for(pipeline_spec: Mapping[str, Any], raw: Mapping[str, str]) -> d
     return out
 
 
+def check_step_rules(pipeline_spec: Mapping[str, Any], arguments: Mapping[str, Any]) -> None:
+    """What the training step would refuse at 2 a.m. (`workers=-5`, a model name that is not a
+    DNS label), refused now: for this project's pipelines the training step's dry run (pure:
+    it renders the job and contacts nothing) gets the values the pipeline would give it, the
+    pipeline's defaults filled in. The other steps' values are checked for their types only."""
+    from volcano_pipelines.kfp.pipelines import PIPELINE_NAMES, inputs_of
+    from volcano_pipelines.kfp.runtime import step_arguments, step_function
+
+    name = (pipeline_spec.get("pipelineInfo") or {}).get("name")
+    kind = next((k for k, pipeline in PIPELINE_NAMES.items() if pipeline == name), None)
+    if kind is None:
+        return
+    train = "train_tf" if kind == "tf" else "train_mpi"
+    definitions = ((pipeline_spec.get("root") or {}).get("inputDefinitions") or {}).get("parameters") or {}
+    values = {key: spec["defaultValue"] for key, spec in definitions.items() if "defaultValue" in spec}
+    values.update(arguments)
+    feeds: dict[str, Any] = {}
+    pipeline_name_of: dict[str, str] = {}
+    for item in inputs_of(kind):
+        for component, param in item.feeds:
+            if component == train and item.name in values:
+                feeds[param] = values[item.name]
+                pipeline_name_of[param] = item.name
+    fn = step_function(train)
+    try:
+        fn(**step_arguments(fn, feeds), run_id="scheduled", dry_run=True)
+    except InputError as err:
+        # The step names its own argument (or a field of the job, e.g. job.name): say which
+        # --param it came from.
+        step_field = err.field.split(".")[-1].replace("-", "_")
+        source = pipeline_name_of.get(err.field) or pipeline_name_of.get(step_field) or (
+            "model_name" if step_field == "name" else None)
+        shown = f"{source}={arguments[source]}" if source in arguments else (source or err.field)
+        raise InputError("param", shown, f"a value the {train} step accepts: {err}") from None
+    except (TypeError, ValueError) as err:  # a value of the right KFP type that the step cannot take
+        raise InputError("param", ", ".join(f"{k}={v}" for k, v in sorted(arguments.items())),
+                         f"values the {train} step accepts: {err}") from None
+
+
 def _without_cache(pipeline_spec: dict[str, Any]) -> dict[str, Any]:
     """Every task of every DAG (the root's and nested ones, e.g. inside the exit handler)
     with caching off: a cached step would skip the new data or the retraining."""
@@ -135,6 +222,7 @@ def recurring_run_request(
     schedule = cron_expression(cron)
     pipeline_spec, platform_spec = load_pipeline(pipeline_text, pipeline_source)
     arguments = arguments_for(pipeline_spec, parameters or {})
+    check_step_rules(pipeline_spec, arguments)
     spec = _without_cache(pipeline_spec)
     # What kfp.Client sends: the bare spec, or both specs when there are platform settings.
     body_spec: dict[str, Any] = {"pipeline_spec": spec, "platform_spec": platform_spec} if platform_spec else spec
@@ -174,25 +262,142 @@ def to_model(request: Mapping[str, Any], model: str = "V2beta1RecurringRun") -> 
     return cls(**values)
 
 
-def create(request: dict[str, Any], *, host: str, experiment: str, namespace: str | None = None,
-           token: str | None = None) -> Any:
-    """Send the request to the KFP API at `host` (finding or creating the experiment first).
-    Not testable here: there is no KFP server in the test environment."""
-    import kfp
-    import kfp_server_api
-    import urllib3
+REQUEST_TIMEOUT_SECONDS = 30.0
+MAX_ANSWER_BYTES = 4 * 1024 * 1024  # an experiment or recurring run is a few kB
+HOST_HELP = "the KFP API's URL: http:// or https://, a host name and an optional port (1-65535), e.g. http://ml-pipeline.kubeflow:8888"
 
+
+def check_host(host: str) -> str:
+    """The --host URL, without a trailing slash; refused before anything is sent (an empty
+    host would otherwise mean localhost:80 to the client library)."""
+    from urllib.parse import urlsplit
+
+    text = host.strip() if isinstance(host, str) else ""
     try:
-        with warnings.catch_warnings():
-            # "This client only works with KFP v2.0.0-beta.2 and later": true, and not news to users.
-            warnings.simplefilter("ignore", FutureWarning)
-            client = kfp.Client(host=host, existing_token=token, namespace=namespace)
-        if "experiment_id" not in request:
-            request = {**request, "experiment_id": client.create_experiment(experiment, namespace=namespace).experiment_id}
-        # kfp.Client.create_recurring_run reads a file and rewrites caching itself; send our body as built.
-        return client._recurring_run_api.recurring_run_service_create_recurring_run(recurring_run=to_model(request))
-    except kfp_server_api.ApiException as err:
-        raise ClusterError(f"the KFP API at {host} refused the recurring run: {err.status} {err.reason}: "
-                           f"{(err.body or '').strip()[:500]}") from None
-    except (OSError, ValueError, urllib3.exceptions.HTTPError) as err:  # connection refused, bad URL, TLS
-        raise ClusterError(f"cannot reach the KFP API at {host}: {err}") from None
+        parts = urlsplit(text)
+        port = parts.port  # ValueError: not a number, or outside 0-65535
+    except ValueError:
+        raise InputError("host", host, HOST_HELP) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0 or parts.query or parts.fragment \
+            or any(c.isspace() for c in text):
+        raise InputError("host", host, HOST_HELP)
+    return text.rstrip("/")
+
+
+class KfpApi:
+    """The two calls scheduling needs, made directly on KFP's REST API (v2beta1) with a time
+    limit on every request and a check of every answer: kfp.Client waits for ever on a server
+    that never answers, retries errors with tracebacks, and takes any JSON (or an HTML login
+    page) as success."""
+
+    def __init__(self, host: str, *, token: str | None = None, ca_file: str | None = None,
+                 timeout: float = REQUEST_TIMEOUT_SECONDS) -> None:
+        import urllib3
+
+        self.host = check_host(host)
+        self.timeout = timeout
+        self.headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+        kwargs: dict[str, Any] = {"retries": False, "timeout": urllib3.Timeout(connect=min(10.0, timeout), read=timeout)}
+        if ca_file:
+            kwargs["ca_certs"] = ca_file
+        self.pool = urllib3.PoolManager(**kwargs)
+
+    def call(self, action: str, method: str, path: str, *, query: Mapping[str, str] | None = None,
+             body: Any = None) -> dict[str, Any]:
+        """One request; the JSON object answered. Anything else is a ClusterError (exit 3) that
+        names the host and what was being done."""
+        import time
+        from urllib.parse import urlencode
+
+        import urllib3
+
+        url = self.host + path + (f"?{urlencode(dict(query))}" if query else "")
+        where = f"the KFP API at {self.host}"
+        deadline = time.monotonic() + self.timeout * 2
+        try:
+            response = self.pool.request(method, url, headers=self.headers, preload_content=False,
+                                         body=None if body is None else json.dumps(body).encode())
+            try:
+                data = b""
+                for chunk in response.stream(65536):
+                    data += chunk
+                    if len(data) > MAX_ANSWER_BYTES or time.monotonic() > deadline:
+                        raise ClusterError(f"{where} sent more than it should to {action} "
+                                           f"({len(data)} bytes in {self.timeout * 2:g}s); is it the KFP API?")
+            finally:
+                response.release_conn()
+        except urllib3.exceptions.NewConnectionError as err:  # refused, no such host (a subclass of timeouts)
+            raise ClusterError(f"cannot reach {where} to {action}: {err}") from None
+        except urllib3.exceptions.TimeoutError:
+            raise ClusterError(f"{where} did not answer within {self.timeout:g}s while trying to {action}") from None
+        except urllib3.exceptions.HTTPError as err:  # refused, DNS, TLS, a dropped connection
+            reason = getattr(err, "reason", None) or err
+            raise ClusterError(f"cannot reach {where} to {action}: {reason}") from None
+        text = data.decode("utf-8", "replace")
+        if response.status in (401, 403):
+            raise ClusterError(f"{where} refused to {action} (HTTP {response.status}): permission denied; "
+                               f"check --token-file and --namespace. It said: {_excerpt(text)}")
+        if not 200 <= response.status <= 299:
+            raise ClusterError(f"{where} could not {action} (HTTP {response.status}): {_excerpt(text)}")
+        try:
+            answer = json.loads(text)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            kind = response.headers.get("Content-Type") or "no Content-Type"
+            raise ClusterError(f"{where} did not answer like the KFP API while trying to {action}: HTTP "
+                               f"{response.status} {kind}: {_excerpt(text)}; check --host (the ml-pipeline "
+                               "service, port 8888, or the API's path behind your gateway)")
+        return answer
+
+    def experiment_id(self, name: str, namespace: str | None) -> str:
+        """The experiment named `name` (created when there is none), as kfp.Client does it."""
+        query = {"filter": json.dumps({"predicates": [{"operation": "EQUALS", "key": "display_name",
+                                                         "stringValue": name}]})}
+        if namespace:
+            query["namespace"] = namespace
+        found = self.call(f"find experiment {name!r}", "GET", "/apis/v2beta1/experiments", query=query)
+        experiments = found.get("experiments", [])
+        if not isinstance(experiments, list) or not all(isinstance(e, dict) for e in experiments):
+            raise ClusterError(f"the KFP API at {self.host} answered the experiment list with something else: "
+                               f"{_excerpt(json.dumps(found))}")
+        if len(experiments) > 1:
+            raise ClusterError(f"the KFP API at {self.host} has {len(experiments)} experiments named {name!r}; "
+                               "name one that is unique with --experiment")
+        if experiments:
+            return _field(experiments[0], "experiment_id", f"experiment {name!r}", self.host)
+        body: dict[str, Any] = {"display_name": name}
+        if namespace:
+            body["namespace"] = namespace
+        created = self.call(f"create experiment {name!r}", "POST", "/apis/v2beta1/experiments", body=body)
+        return _field(created, "experiment_id", f"the new experiment {name!r}", self.host)
+
+    def create_recurring_run(self, request: Mapping[str, Any]) -> str:
+        created = self.call("create the recurring run", "POST", "/apis/v2beta1/recurringruns", body=dict(request))
+        return _field(created, "recurring_run_id", "the new recurring run", self.host)
+
+
+def _field(answer: Mapping[str, Any], key: str, what: str, host: str) -> str:
+    value = answer.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise ClusterError(f"the KFP API at {host} answered without the {key} of {what}: "
+                           f"{_excerpt(json.dumps(answer))}; is --host the KFP API?")
+    return value
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    return repr(flat[:200] + ("..." if len(flat) > 200 else "")) if flat else "an empty body"
+
+
+def create(request: dict[str, Any], *, host: str, experiment: str, namespace: str | None = None,
+           token: str | None = None, ca_file: str | None = None, timeout: float = REQUEST_TIMEOUT_SECONDS) -> str:
+    """Send the request to the KFP API at `host` (finding or creating the experiment first);
+    returns the recurring run's id. No KFP server can run here: the tests drive this against
+    local servers that answer as KFP's REST API documents, and as hostile ones do."""
+    api = KfpApi(host, token=token, ca_file=ca_file, timeout=timeout)
+    if "experiment_id" not in request:
+        request = {**request, "experiment_id": api.experiment_id(experiment, namespace)}
+    return api.create_recurring_run(request)

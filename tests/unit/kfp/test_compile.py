@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("kfp", reason="the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
+from tests import needs
+
+needs.module("kfp", "the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
 
 from tests.golden_files import check_golden
 from volcano_pipelines.cli import compile as compile_cli
