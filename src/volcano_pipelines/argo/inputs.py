@@ -126,7 +126,7 @@ def _lines(help_text: str, action: argparse.Action) -> str:
 def _inputs_for(param: Param, actions: list[argparse.Action]) -> list[Input]:
     out = []
     for action in actions:
-        help_text = param.help or action.help or ""
+        help_text = param.help or (action.help or "").replace("%%", "%")  # argparse's escape, not the text
         default = None if param.required else _text(param.default)
         if not action.option_strings:  # positional: SRC, DST; optional (nargs ?): reap's JOB
             out.append(Input(_dashes(param.name), "_" if action.nargs == "?" else ".", default, help_text))

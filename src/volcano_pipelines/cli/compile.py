@@ -6,11 +6,12 @@ copies are fresh. Each front end renders its own: `<front end>.compile.artifacts
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 from pathlib import Path, PurePosixPath
 
-from volcano_pipelines.errors import EXIT_FAILED, EXIT_OK, InputError, WorkFailed
+from volcano_pipelines.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, InputError, VpipeError, WorkFailed
 
 __all__ = ["FRONT_ENDS", "all_artifacts", "register", "stale"]
 
@@ -32,26 +33,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_compile, parser=p)
 
 
-def _load(module: str) -> object | None:
+# What each front end needs beyond the base install, and the extra that installs it.
+_EXTRA = {"volcano_pipelines.kfp.compile": "kfp", "volcano_pipelines.argo.compile": "hera"}
+
+
+def _rendered(module: str) -> dict[str, str] | None:
+    """The front end's artifacts; None when this front end is not part of the install, or
+    (with a note) for Argo when Hera is not installed, as the help says. KFP is the main front
+    end: without it there is nothing to compile, and the error names the extra to install."""
     try:
-        return importlib.import_module(module)
+        return importlib.import_module(module).artifacts()  # type: ignore[no-any-return]
     except ModuleNotFoundError as err:
-        # Only "this front end is not here" is skipped; a missing dependency of one that is
-        # here (kfp, hera) is an error worth reading.
         parts = module.split(".")
         if err.name in {".".join(parts[:i]) for i in range(2, len(parts) + 1)}:
+            return None  # this front end is not part of this install
+        extra = _EXTRA.get(module, "kfp,hera")
+        if extra == "hera":
+            print(f"note: the Argo templates are not compiled: Hera ({err.name!r}) is not installed "
+                  "(pip install 'volcano-pipelines[hera]')", file=sys.stderr)
             return None
-        raise WorkFailed(f"{module} needs {err.name!r}, which is not installed (pip install "
-                         f"'volcano-pipelines[kfp,hera]')") from None
+        raise MissingExtra(f"{module} needs {err.name!r}, which is not installed: pip install "
+                           f"'volcano-pipelines[{extra}]' (and [hera] for the Argo templates)") from None
+
+
+class MissingExtra(VpipeError):
+    """A command needs an optional dependency this install lacks: a usage problem (exit 2)."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 def all_artifacts() -> dict[str, str]:
     out: dict[str, str] = {}
     for module in FRONT_ENDS:
-        loaded = _load(module)
-        if loaded is None:
+        rendered = _rendered(module)
+        if rendered is None:
             continue
-        for path, text in loaded.artifacts().items():  # type: ignore[attr-defined]
+        for path, text in rendered.items():
             relative = PurePosixPath(path)
             if relative.is_absolute() or ".." in relative.parts or path in out:
                 raise WorkFailed(f"{module}.artifacts() returned the path {path!r}: a new relative path is expected")
@@ -66,9 +83,69 @@ def stale(root: Path, artifacts: dict[str, str]) -> list[str]:
         target = root / path
         if not target.is_file():
             out.append(f"{path} (missing)")
-        elif target.read_text(encoding="utf-8") != text:
+            continue
+        try:
+            same = target.read_bytes() == text.encode("utf-8")
+        except OSError:
+            same = False  # unreadable: writing it says why, checking calls it stale
+        if not same:
             out.append(f"{path} (differs)")
     return out
+
+
+def _conflicts(root: Path, paths: list[str]) -> list[str]:
+    """What stands where a generated file must go: a file where a directory is needed, a
+    directory (or a device) where the file is."""
+    out = []
+    for path in paths:
+        relative = PurePosixPath(path)
+        for depth in range(1, len(relative.parts)):
+            above = root.joinpath(*relative.parts[:depth])
+            if above.exists() and not above.is_dir():
+                out.append(f"{PurePosixPath(*relative.parts[:depth])} is a file, not a directory")
+        target = root / path
+        if (target.exists() or target.is_symlink()) and not target.is_file():
+            out.append(f"{path} exists and is not a regular file")
+    return sorted(set(out))
+
+
+def write_all(root: Path, artifacts: dict[str, str], paths: list[str]) -> None:
+    """Write `paths` all or nothing: what stands in the way is found before anything is
+    written, every file is written next to its place first, and only when all are written do
+    they replace the old ones (a failure removes what was staged and leaves the tree as it was)."""
+    import os
+    import tempfile
+
+    conflicts = _conflicts(root, paths)
+    if conflicts:
+        raise InputError("--root", str(root), "a directory the generated files can be written under; in the way: "
+                         + "; ".join(conflicts[:5]) + (f" (and {len(conflicts) - 5} more)" if len(conflicts) > 5 else ""))
+    made_dirs: list[Path] = []
+    staged: list[tuple[str, str]] = []
+    try:
+        for path in paths:
+            target = root / path
+            missing = [d for d in reversed(target.parents) if not d.exists()]
+            for directory in missing:
+                directory.mkdir()
+                made_dirs.append(directory)
+            handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".vpipe-tmp", dir=target.parent)
+            staged.append((temporary, str(target)))
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(artifacts[path])
+    except OSError as err:
+        for temporary, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        for directory in reversed(made_dirs):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        where = err.filename or root
+        raise WorkFailed(f"cannot write the generated files under {str(root)!r}: {where}: "
+                         f"{err.strerror or err}; nothing was changed") from None
+    for temporary, target in staged:
+        os.chmod(temporary, 0o644)  # mkstemp makes it 0600; the files are meant to be read
+        os.replace(temporary, target)
 
 
 def _compile(args: argparse.Namespace) -> int:
@@ -86,11 +163,9 @@ def _compile(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         print(f"{len(artifacts)} generated files are up to date")
         return EXIT_OK
-    for line in outdated:
-        path = line.rsplit(" (", 1)[0]
-        target = root / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(artifacts[path], encoding="utf-8")
+    paths = [line.rsplit(" (", 1)[0] for line in outdated]
+    write_all(root, artifacts, paths)
+    for path in paths:
         print(f"wrote {path}")
     print(f"{len(artifacts)} generated files, {len(outdated)} written")
     return EXIT_OK

@@ -83,7 +83,7 @@ def render_tf(
         queue: Volcano queue
         priority_class: PriorityClass of the job and its pods
         min_available: gang size (default: every replica)
-        max_retry: job restarts before it is Failed
+        max_retry: runs of the job in all, the first included, before it is Failed (Volcano's maxRetry: 3 = at most 2 restarts)
         ttl: seconds a finished job is kept
         restart_on_failure: a failed pod restarts the whole job (bounded by max_retry); false: it ends the job (Terminated)
         image_pull_secrets: pull secrets of every pod
@@ -166,7 +166,7 @@ def render_mpi(
         queue: Volcano queue
         priority_class: PriorityClass of the job and its pods
         min_available: gang size (default: every replica)
-        max_retry: job restarts before it is Failed
+        max_retry: runs of the job in all, the first included, before it is Failed (Volcano's maxRetry: 3 = at most 2 restarts)
         ttl: seconds a finished job is kept
         restart_on_failure: a failed pod restarts the whole job (bounded by max_retry); false: it ends the job (Terminated)
         image_pull_secrets: pull secrets of every pod

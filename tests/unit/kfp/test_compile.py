@@ -77,9 +77,22 @@ def test_front_ends_that_are_not_installed_are_skipped_and_broken_ones_fail(
     monkeypatch.setattr(compile_cli, "FRONT_ENDS", ("volcano_pipelines.nothing_here.compile",))
     assert compile_cli.all_artifacts() == {}
     monkeypatch.setattr(compile_cli, "FRONT_ENDS", ("vpipe_fake_front.compile",))
-    with pytest.raises(WorkFailed, match="vpipe_no_such_dependency"):
+    with pytest.raises(compile_cli.MissingExtra, match="vpipe_no_such_dependency.*pip install") as err:
         compile_cli.all_artifacts()
+    assert err.value.exit_code == 2
     sys.modules.pop("vpipe_fake_front", None)
+
+
+def test_without_hera_the_argo_templates_are_skipped_with_a_note(monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """[kfp] without [hera]: KFP's files are compiled, Argo's skipped as the help says (before:
+    a ModuleNotFoundError traceback from inside the Argo generator)."""
+    for name in [m for m in sys.modules if m == "hera" or m.startswith(("hera.", "volcano_pipelines.argo"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "hera", None)  # `import hera` now fails as when it is not installed
+    everything = compile_cli.all_artifacts()
+    assert everything and not [p for p in everything if p.startswith("pipelines/argo/")]
+    assert "Argo templates are not compiled" in capsys.readouterr().err
 
 
 def test_argo_artifacts_join_when_that_front_end_is_there(rendered: dict[str, str]) -> None:
