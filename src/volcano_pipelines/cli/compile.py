@@ -28,8 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "every stale file.",
     )
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming every file that is missing or differs")
-    p.add_argument("--root", default=".", metavar="DIR", help="the repository root the artifact paths are relative to "
-                   "(default: the current directory)")
+    p.add_argument("--root", default=".", metavar="DIR", help="the repository root the artifact paths are relative to, "
+                   "created if missing (default: the current directory)")
     p.set_defaults(handler=_compile, parser=p)
 
 
@@ -150,6 +150,11 @@ def write_all(root: Path, artifacts: dict[str, str], paths: list[str]) -> None:
 
 def _compile(args: argparse.Namespace) -> int:
     root = Path(args.root)
+    if not args.check and not root.exists() and not root.is_symlink():
+        try:
+            root.mkdir(parents=True)  # `vpipe compile --root ./artifacts`: where a pip user wants the files
+        except OSError as err:
+            raise InputError("--root", args.root, f"a directory that can be created ({err.strerror})") from None
     if not root.is_dir():
         raise InputError("--root", args.root, "an existing directory (the repository root)")
     artifacts = all_artifacts()

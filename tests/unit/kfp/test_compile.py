@@ -62,9 +62,15 @@ def test_compile_writes_then_check_passes_then_names_a_stale_file(tmp_path: Path
     assert out.count("wrote ") == 1 and "wrote components/sync.yaml" in out
 
 
-def test_missing_root_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["compile", "--root", str(tmp_path / "nope")]) == 2
+def test_missing_root_is_bad_input_for_check_and_created_for_writing(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compile", "--check", "--root", str(tmp_path / "nope")]) == 2
     assert "--root" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    assert main(["compile", "--root", str(tmp_path / "file" / "below")]) == 2
+    assert "--root" in capsys.readouterr().err
+    assert main(["compile", "--root", str(tmp_path / "new" / "artifacts")]) == 0  # where a pip user wants them
+    assert (tmp_path / "new" / "artifacts" / "components" / "train_tf.yaml").is_file()
 
 
 def test_front_ends_that_are_not_installed_are_skipped_and_broken_ones_fail(
