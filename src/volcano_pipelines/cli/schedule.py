@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from volcano_pipelines.errors import EXIT_OK, InputError
 

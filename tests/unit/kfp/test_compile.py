@@ -15,7 +15,6 @@ needs.module("kfp", "the kfp extra is not installed (pip install 'volcano-pipeli
 from tests.golden_files import check_golden
 from volcano_pipelines.cli import compile as compile_cli
 from volcano_pipelines.cli import main
-from volcano_pipelines.errors import WorkFailed
 from volcano_pipelines.kfp import compile as kfp_compile
 
 REPO = Path(__file__).resolve().parents[3]
