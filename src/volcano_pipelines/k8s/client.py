@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import urllib3
@@ -175,7 +175,7 @@ class Cluster:
 
     def to_dict(self, obj: object) -> dict[str, Any]:
         """Typed client models to the plain camelCase dicts the pure layer reads."""
-        return self.api.sanitize_for_serialization(obj)
+        return cast(dict[str, Any], self.api.sanitize_for_serialization(obj))
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None) -> Cluster:
