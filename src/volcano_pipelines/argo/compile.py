@@ -46,7 +46,7 @@ def artifacts() -> dict[str, str]:
 
 def write(root: Path) -> list[Path]:
     """Every Argo file under `root`, all or nothing (as `vpipe compile` writes)."""
-    from volcano_pipelines.cli.compile import write_all
+    from volcano_pipelines.generated import write_all
 
     texts = artifacts()
     write_all(root, texts, sorted(texts))
