@@ -58,9 +58,9 @@ def write_all(root: Path, artifacts: dict[str, str], paths: list[str]) -> None:
         for directory in reversed(made_dirs):
             with contextlib.suppress(OSError):
                 directory.rmdir()
-        where = err.filename or root
+        where = str(err.filename or root)
         raise WorkFailed(f"cannot write the generated files under {str(root)!r}: {where}: "
                          f"{err.strerror or err}; nothing was changed") from None
-    for temporary, target in staged:
+    for temporary, destination in staged:
         os.chmod(temporary, 0o644)  # mkstemp makes it 0600; the files are meant to be read
-        os.replace(temporary, target)
+        os.replace(temporary, destination)

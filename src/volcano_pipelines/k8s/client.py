@@ -41,7 +41,7 @@ REQUEST_TIMEOUT_ENV = "VPIPE_REQUEST_TIMEOUT"
 _NO_METADATA_KINDS = frozenset({"APIGroupList", "APIGroup", "APIResourceList", "APIVersions", "Status"})
 
 
-class BoundedApiClient(client.ApiClient):
+class BoundedApiClient(client.ApiClient):  # type: ignore[misc]  # the client library is untyped
     """The client library's ApiClient with two guarantees it lacks: every request has a time
     limit (and none outlives `deadline`, the step's own limit), and every answer is checked
     to be what a Kubernetes API server sends (JSON with a `kind`) before anyone reads it: a

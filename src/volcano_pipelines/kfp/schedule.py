@@ -74,7 +74,7 @@ def cron_expression(raw: str) -> str:
     if len(fields) not in (5, 6) or not all(CRON_FIELD.match(field) for field in fields):
         raise InputError("cron", raw, CRON_HELP)
     six = ["0", *fields] if len(fields) == 5 else fields
-    for field, (name, low, high, names, question) in zip(six, _CRON_FIELDS):
+    for field, (name, low, high, names, question) in zip(six, _CRON_FIELDS, strict=True):
         problem = _cron_field_problem(field, name, low, high, names, question)
         if problem:
             raise InputError("cron", raw, f"{problem}; {CRON_HELP}")
@@ -187,7 +187,7 @@ def check_step_rules(pipeline_spec: Mapping[str, Any], arguments: Mapping[str, A
         step_field = err.field.split(".")[-1].replace("-", "_")
         source = pipeline_name_of.get(err.field) or pipeline_name_of.get(step_field) or (
             "model_name" if step_field == "name" else None)
-        shown = f"{source}={arguments[source]}" if source in arguments else (source or err.field)
+        shown = f"{source}={arguments[source]}" if source is not None and source in arguments else (source or err.field)
         raise InputError("param", shown, f"a value the {train} step accepts: {err}") from None
     except (TypeError, ValueError) as err:  # a value of the right KFP type that the step cannot take
         raise InputError("param", ", ".join(f"{k}={v}" for k, v in sorted(arguments.items())),
