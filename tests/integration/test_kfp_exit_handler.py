@@ -108,5 +108,5 @@ def test_the_exit_handler_keeps_or_deletes_the_job_by_the_state_it_is_handed(
     assert f"| cleanup of the training job | {cleanup} |" in summary
     if outcome == "unknown":
         assert "unknown state: the training job was kept" in summary
-        assert "neither a success" in proc.stderr
+        assert "neither a success" in proc.stdout + proc.stderr  # the warning in the pod log
     assert _jobs(cluster, namespace) == ([] if cleanup == "deleted" else [submitted.name])

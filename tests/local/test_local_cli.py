@@ -21,7 +21,7 @@ from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, job
 from volcano_pipelines.backends.local import LocalBackend
 from volcano_pipelines.cli import main
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps import train as train_step
+from volcano_pipelines.steps import _train as train_step
 
 TRAIN = ["train", "tf", "--name", "j", "--backend", "local"]
 

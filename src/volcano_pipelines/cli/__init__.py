@@ -1,6 +1,6 @@
 """`vpipe`: the command-line front end. Each command group lives in its own module that
 exposes `register(subparsers)`; the handler it sets returns an exit code. No logic here:
-arguments are translated to step calls, errors to exit codes (DESIGN.md)."""
+arguments are translated to step calls, errors to exit codes (docs/design.md)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from volcano_pipelines import __version__
 from volcano_pipelines.errors import EXIT_BAD_INPUT, EXIT_OK, VpipeError
@@ -39,7 +40,7 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)  # `--gpus` must not silently mean `--gpus-per-worker`
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
-    def error(self, message: str) -> None:  # argparse exits 2 too; keep the message one line
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep the message one line
         self.print_usage(sys.stderr)
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
@@ -80,10 +81,36 @@ def _join_dash_values(argv: list[str]) -> list[str]:
     return out
 
 
+# Optional dependencies (top-level module -> the extra that installs it), for a clear message
+# instead of a ModuleNotFoundError traceback when a command needs one this install lacks.
+EXTRAS: dict[str, str] = {
+    "kfp": "kfp", "kfp_server_api": "kfp", "google": "kfp", "hera": "hera", "fsspec": "sync", "hdfs_native": "sync",
+    "requests": "sync", "tensorflow": "train", "tensorboard": "train", "mpi4py": "train",
+}
+
+
+def _missing_extra(command: str | None, err: ModuleNotFoundError) -> int:
+    top = (err.name or "").split(".")[0]
+    extra = EXTRAS.get(top)
+    if extra is None:
+        raise err
+    print(f"vpipe: error: `vpipe {command or ''}` needs {top!r}, which is not installed: "
+          f"pip install 'volcano-pipelines[{extra}]'", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     head, extra = _split_extra(argv)
-    parser = build_parser(next((word for word in head if not word.startswith("-")), None))
+    command = next((word for word in head if not word.startswith("-")), None)
+    try:
+        return _main(head, extra, command)
+    except ModuleNotFoundError as err:
+        return _missing_extra(command, err)
+
+
+def _main(head: list[str], extra: list[str], command: str | None) -> int:
+    parser = build_parser(command)
     args, unknown = parser.parse_known_args(_join_dash_values(head))
     leaf: argparse.ArgumentParser = getattr(args, "parser", parser)
     if unknown:

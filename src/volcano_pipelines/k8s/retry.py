@@ -1,5 +1,5 @@
 """The one retry policy for API calls: transient failures (a restarting API server, 429/5xx,
-a dropped connection) are retried with capped exponential backoff; everything else is raised
+a dropped connection) are retried with the one capped exponential backoff (backoff.py); everything else is raised
 at once as a typed error. The sleep is injectable so tests never wait for real."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import TypeVar
 
 from kubernetes.client.rest import ApiException
 
-from volcano_pipelines.k8s.errors import from_exception, is_connection_refused, is_transient
+from volcano_pipelines import backoff
+from volcano_pipelines.k8s.errors import from_exception, is_connection_refused, is_timeout, is_transient
 
 __all__ = ["RetryPolicy", "call"]
 
@@ -25,15 +26,13 @@ class RetryPolicy:
     attempts: int = 6  # ~15 s of backoff in all: an API server restart fits in it
     first_delay: float = 0.5
     max_delay: float = 10.0
-    # Nothing listens at the address: one short retry, then the error (a wrong kubeconfig
-    # should not take 16 s to report).
+    # Nothing listens at the address, or something accepted and did not answer within the
+    # request timeout: one retry, then the error (a wrong kubeconfig should not take 16 s to
+    # report, a silent server not minutes).
     refused_attempts: int = 2
 
     def delays(self) -> Iterator[float]:
-        delay = self.first_delay
-        while True:
-            yield delay
-            delay = min(delay * 2, self.max_delay)
+        return backoff.delays(self.first_delay, self.max_delay)
 
 
 def call(
@@ -51,11 +50,11 @@ def call(
         attempt += 1
         try:
             return fn()
-        except Exception as err:  # noqa: BLE001 - classified right below
+        except Exception as err:
             if not isinstance(err, ApiException) and not is_transient(err):
                 raise  # not an answer from the API server (a bug, or a signal from `fn`): not ours to wrap
             refused = is_connection_refused(err)
-            limit = policy.refused_attempts if refused else policy.attempts
+            limit = policy.refused_attempts if refused or is_timeout(err) else policy.attempts
             if not is_transient(err) or attempt >= limit:
                 raise from_exception(err, action, host) from err
             delay = next(delays)

@@ -11,7 +11,7 @@ import pytest
 from tests.unit.kfp.test_runtime import Markdown, Metrics, _outputs
 from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, job
 from volcano_pipelines.kfp.runtime import run_step
-from volcano_pipelines.steps import train as train_step
+from volcano_pipelines.steps import _train as train_step
 
 ARGS = {"name": "j", "namespace": "ns", "code_url": "http://files/code/", "run_id": "r1"}
 

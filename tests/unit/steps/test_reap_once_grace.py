@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from tests.unit.steps.test_reap_decision import T0
 from tests.unit.steps.test_reap_loop import InMemorySweep, Recorder, actions, trained_job  # noqa: F401 - a fixture
-from volcano_pipelines.steps import reaping as step
+from volcano_pipelines.steps import _reap as step
 
 
 def moving_wall(start: datetime):  # type: ignore[no-untyped-def]

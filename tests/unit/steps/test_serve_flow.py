@@ -17,8 +17,8 @@ from tests.unit.kube.tfserving_standin import standin, status_body
 from volcano_pipelines.k8s import apps
 from volcano_pipelines.k8s import client as k8s_client
 from volcano_pipelines.kube.rollout import TEMPLATE_HASH_ANNOTATION, Rollout
-from volcano_pipelines.steps import serving
-from volcano_pipelines.steps.serving import serve
+from volcano_pipelines.steps import _serve as serving
+from volcano_pipelines.steps._serve import serve
 
 NS = "ns"
 OLD_TEMPLATE = {"metadata": {"annotations": {TEMPLATE_HASH_ANNOTATION: "old-hash"}, "labels": {"app": "old"}},

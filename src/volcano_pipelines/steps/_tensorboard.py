@@ -8,9 +8,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, ClassVar, Literal, get_args
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps.registry import WHOLE, Output
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.kube.tensorboard import (
     TENSORBOARD_IMAGE,
     TENSORBOARD_PORT,
@@ -27,6 +29,7 @@ from volcano_pipelines.kube.validate import (
     check_image,
     check_label_value,
     check_labels,
+    check_user_labels,
     check_positive_seconds,
     check_quantity,
     check_relative_path,
@@ -35,7 +38,8 @@ from volcano_pipelines.kube.validate import (
 
 __all__ = ["SERVICE_TYPES", "TensorboardResult", "check_common", "tensorboard"]
 
-SERVICE_TYPES = ("NodePort", "ClusterIP")
+ServiceType = Literal["NodePort", "ClusterIP"]
+SERVICE_TYPES: tuple[str, ...] = get_args(ServiceType)
 NOT_WAITED = "applied; not waited for"
 _HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:]+\]")
 _PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
@@ -43,6 +47,15 @@ _PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
 
 @dataclass
 class TensorboardResult:
+    # The KFP component's output parameters (steps/registry.py).
+    OUTPUTS: ClassVar[tuple[Output, ...]] = (
+        Output("url", "the URL to open (Ingress, else node port, else in-cluster)", missing=""),
+        Output("name", "name of the TensorBoard Deployment and Service"),
+        Output("namespace", "namespace of TensorBoard"),
+        Output("ready", "TensorBoard is ready"),
+        Output("result", "the whole step result (TensorboardResult.to_dict())", WHOLE),
+    )
+
     name: str
     namespace: str
     url: str | None  # what a user opens: the Ingress URL, else node address + node port, else the in-cluster URL
@@ -80,7 +93,7 @@ def check_common(*, name: str, namespace: str | None, pvc_field: str, pvc: str, 
     check_image("image", image)
     check_quantity("cpu", cpu)
     check_quantity("memory", memory)
-    check_labels("labels", labels or {})
+    check_user_labels("labels", labels or {})
     if run_id is not None:
         check_label_value("run_id", run_id)
     for secret in image_pull_secrets or ():
@@ -97,7 +110,7 @@ def tensorboard(
     namespace: str | None = None,
     job: str | None = None,
     ttl: float | None = None,
-    service_type: str = "NodePort",
+    service_type: ServiceType = "NodePort",
     node_port: int | None = None,
     node_address: str | None = None,
     ingress_path: str | None = None,
@@ -149,9 +162,13 @@ def tensorboard(
         kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
         context: kubeconfig context
     """
+    check_types(tensorboard, locals())
     progress = progress or Progress()
     check_common(name=name, namespace=namespace, pvc_field="log_pvc", pvc=log_pvc, image=image, cpu=cpu, memory=memory,
                  labels=labels, run_id=run_id, image_pull_secrets=image_pull_secrets, timeout=timeout)
+    if isinstance(logdir, str) and logdir.startswith("/"):
+        # The log PVC is mounted in the pod: /abs would silently have meant <pvc>/abs.
+        raise InputError("logdir", logdir, "a path relative to the log PVC's root, e.g. runs/mnist ('' for the root)")
     if logdir.strip("/"):
         check_relative_path("logdir", logdir.strip("/"))
     if job is not None:
