@@ -70,7 +70,7 @@ def test_no_wait_exits_0_once_the_job_is_submitted(capsys: pytest.CaptureFixture
         backend.current = None
         if phase != "Failed":
             backend.submit = lambda manifest, phase=phase: (job(phase), True)  # type: ignore[method-assign]
-        monkeypatch.setattr(train_step, "_cluster_backend", lambda *_: backend)
+        monkeypatch.setattr(train_step, "_cluster_backend", lambda *_, backend=backend: backend)
         code, out = run_cli(capsys, "train", "tf", "--name", "j", "--namespace", "ns", "--no-wait",
                             "--code-url", "http://files/")
         assert code == expected, (phase, out)

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from volcano_pipelines.local.plan import POD_UID_ENV, ReplicaPlan
 
@@ -34,18 +34,18 @@ MAX_LINE_BYTES = 64 * 1024
 SHIM_KILL_WAIT_SECONDS = 5.0
 
 
-def supervised_popen(argv: list[str], **kwargs: object) -> tuple[subprocess.Popen[bytes], int]:
+def supervised_popen(argv: list[str], **kwargs: Any) -> tuple[subprocess.Popen[bytes], int]:
     """Popen of `argv` under a shim in a session of its own; returns the process (the shim,
     whose exit status is the program's) and the write end of its control pipe: write a byte
     to kill the tree now, close it to let the tree die. Raises OSError like Popen."""
     read_end, write_end = os.pipe()
     try:
-        proc = subprocess.Popen(  # noqa: S603 - argv is the pod's command, never a shell string
+        proc = subprocess.Popen(  # argv is the pod's command, never a shell string
             [sys.executable, "-I", "-S", SHIM, str(read_end), "--", *argv],
             pass_fds=(read_end,),
             start_new_session=True,  # its own process group, away from our terminal's signals
             close_fds=True,
-            **kwargs,  # type: ignore[arg-type]
+            **kwargs,
         )
     except BaseException:
         os.close(write_end)

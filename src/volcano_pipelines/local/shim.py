@@ -83,7 +83,7 @@ def kill_descendants() -> list[int]:
 
 def reap() -> list[tuple[int, int]]:
     """Collect every child that has exited (orphans re-parented to us included)."""
-    done = []
+    done: list[tuple[int, int]] = []
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
