@@ -51,6 +51,12 @@ def pod_outputs(wf: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _why(wf: dict[str, Any]) -> str:
+    status = wf.get("status", {})
+    nodes = [(n.get("displayName"), n.get("phase"), n.get("message")) for n in status.get("nodes", {}).values()]
+    return f"{status.get('phase')}: {status.get('message')}; nodes {nodes}"
+
+
 def placement(node: Any) -> dict[str, Any]:
     """Workflow-level: every step pod on the real node."""
     return node.placement()
@@ -80,7 +86,7 @@ def test_trivial_workflow_succeeds_and_its_output_is_read_back(cluster: Any, nam
         seconds = time.monotonic() - started
     finally:
         support.delete_cluster_scoped(api, objects)
-    assert finished["status"]["phase"] == "Succeeded", finished["status"]
+    assert finished["status"]["phase"] == "Succeeded", _why(finished)
     assert pod_outputs(finished) == {"greeting": f"hello from {name}"}, finished["status"]["nodes"]
     print(f"\ntrivial workflow: submit to Succeeded {seconds:.1f} s")
 
@@ -146,7 +152,7 @@ def test_shipped_train_template_runs_a_volcano_job_to_completion(cluster: Any, n
     finally:
         support.delete_cluster_scoped(api, objects)
 
-    assert finished["status"]["phase"] == "Succeeded", finished["status"]
+    assert finished["status"]["phase"] == "Succeeded", _why(finished)
     outputs = pod_outputs(finished)
     assert outputs["phase"] == "Completed" and outputs["succeeded"] == "true", outputs
     assert outputs["name"] == "wf-train" and outputs["namespace"] == namespace

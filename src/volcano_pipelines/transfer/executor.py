@@ -120,7 +120,7 @@ def _hash_file(path: str, chunk: int) -> str:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         with os.fdopen(fd, "rb", buffering=0) as f:
             fd = -1
-            return _hash_stream(f, chunk)[0]  # type: ignore[arg-type]
+            return _hash_stream(f, chunk)[0]
     finally:
         if fd >= 0:
             os.close(fd)
@@ -224,7 +224,7 @@ class Executor:
         if self.interrupted.is_set():  # a Ctrl-C between two passes
             self._cancel_pending()
         out: list[Outcome] = []
-        for item, future in zip(items, futures):
+        for item, future in zip(items, futures, strict=True):
             try:
                 out.append(future.result())
             except CancelledError:

@@ -11,9 +11,11 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from volcano_pipelines.errors import ClusterError, InputError, VpipeError, WorkFailed
+from volcano_pipelines.steps.registry import WHOLE, Output
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.transfer import dest as dest_mod
 from volcano_pipelines.transfer.executor import (
@@ -70,6 +72,14 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 @dataclass
 class SyncResult:
+    # The KFP component's output parameters (steps/registry.py).
+    OUTPUTS: ClassVar[tuple[Output, ...]] = (
+        Output("copied", "files copied"),
+        Output("bytes_copied", "bytes copied"),
+        Output("failed", "files that failed (the step fails when any did)"),
+        Output("result", "the whole step result (SyncResult.to_dict())", WHOLE, drop=("plan",)),
+    )
+
     src: str
     dst: str
     dry_run: bool
@@ -224,7 +234,32 @@ def sync(
 
     The destination scan reuses the listing of every directory whose mtime has not
     moved since the last run (`.vpipe/scan-cache.json`); `full_scan` reads them all, which
-    also catches files edited in place by something other than sync."""
+    also catches files edited in place by something other than sync.
+
+    Args:
+        src: hdfs://nn:8020/path, hdfs://nameservice/path, viewfs://..., webhdfs://host:9870/path, file:///path
+        dst: destination directory (the mounted volume)
+        include: only files matching (repeatable); '**' crosses directories
+        exclude: skip files matching (repeatable)
+        checksum: compare and verify by content hash, not size + mtime
+        delete: remove destination files that are not in the source
+        max_delete: with --delete, refuse (exit 2, nothing changed) a plan that deletes more than N files or P% of
+            the destination's files; a source that selects no file never deletes without --force-delete
+        force_delete: with --delete, delete whatever the plan says, even everything (no --max-delete, no
+            empty-source check)
+        dry_run: print the plan, change nothing
+        transfers: parallel file transfers
+        shards: write N manifests balanced by bytes under DST/.vpipe/shards/
+        user: simple-auth user (default: $HADOOP_USER_NAME or the login user)
+        kerberos_principal: Kerberos principal (with --kerberos-keytab, or a ticket cache)
+        kerberos_keytab: keytab file for --kerberos-principal
+        kerberos_ccache: Kerberos ticket cache (default: KRB5CCNAME)
+        hadoop_conf_dir: directory with core-site.xml / hdfs-site.xml (default: $HADOOP_CONF_DIR)
+        chunk_mib: streaming chunk size in MiB, 1 to 256
+        full_scan: read every destination directory instead of reusing the listings of unchanged ones
+            (DST/.vpipe/scan-cache.json); also finds files edited in place by other writers
+    """
+    check_types(sync, locals())
     location = parse_source(src)
     root = parse_dest(dst)
     for name, globs in (("include", include), ("exclude", exclude)):
