@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from tests.integration.test_rbac import Access, audited, granted
+from tests.integration.test_rbac import Access, audited
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"

@@ -53,7 +53,7 @@ def _project_images(node: RealNode, argo: ArgoController | None) -> None:
     if missing:
         _log(f"not importing the project's images: {', '.join(missing)} missing (--no-images to silence)")
         return
-    for name, built in sorted(build_all(log=_log).items()):
+    for _name, built in sorted(build_all(log=_log).items()):
         assert built.archive is not None
         node.import_image(built.archive)
         if argo is not None:
