@@ -58,6 +58,9 @@ func run(kubeconfig, namespace, configMap, executorImage, pullPolicy, healthAddr
 	if err != nil {
 		return err
 	}
+	// As upstream's main (--gloglevel 0): klog's -v flag, which the controller also passes
+	// on to argoexec in every step pod (an unset one makes argoexec refuse "--gloglevel ''").
+	cmdutil.SetGLogLevel(0)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
