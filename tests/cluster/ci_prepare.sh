@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Prepare the local Kubernetes + Volcano + kwok control plane and the real test node for the
-# integration tests. Idempotent: installs Go only when no `go` command exists, Debian
+# Prepare the local Kubernetes + Volcano + kwok control plane, the real test node and Argo's
+# controller and executor (tests/argo/) for the integration tests. Idempotent: installs Go only when no `go` command exists, Debian
 # packages only when missing, and builds the binaries only when the pins changed (they are
-# cached in ~/.cache/volcano-pipelines/bin/<pin-hash>/ and .../node/<pin-hash>/).
+# cached in ~/.cache/volcano-pipelines/bin/<pin-hash>/, .../node/<pin-hash>/ and .../argo/<pin-hash>/).
 # A cold build takes about the time recorded in tests/cluster/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,8 +29,9 @@ go version
 
 # Debian packages: openssl (the launchers make certificates with it) and what the real
 # test node runs (tests/node/): containerd, runc, the CNI plugins, busybox-static and gcc for
-# its images, iproute2 for its bridge; podman and debootstrap build the images of images/.
-PACKAGES="openssl containerd runc containernetworking-plugins podman debootstrap busybox-static gcc libc6-dev iproute2"
+# its images, iproute2 for its bridge, nftables for the route pods take to the API server;
+# podman and debootstrap build the images of images/.
+PACKAGES="openssl containerd runc containernetworking-plugins podman debootstrap busybox-static gcc libc6-dev iproute2 nftables"
 missing=""
 for package in $PACKAGES; do
     if ! dpkg-query -W -f '${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
@@ -58,3 +59,6 @@ elif [ "${CI:-}" = "true" ]; then
     echo "ci_prepare: cannot build the real test node (needs root, busybox-static, gcc)" >&2
     exit 1
 fi
+# Argo's workflow-controller and argoexec (+ its image) from the pinned v4 module; a failed
+# build fails this script (set -e), so CI never runs the Argo tests without them.
+time "$PYTHON" -m tests.cluster build --argo

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,22 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         plane.stop()
 
 
+def _wait_for_default_service_account(core: Any, namespace: str, timeout: float = 30.0) -> None:
+    """The ServiceAccount admission plugin refuses pods until kube-controller-manager has
+    made the namespace's `default` ServiceAccount (it retries only about a second)."""
+    from kubernetes import client
+
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            core.read_namespaced_service_account("default", namespace)
+            return
+        except client.ApiException as err:
+            if err.status != 404 or time.monotonic() > end:
+                raise
+        time.sleep(0.1)
+
+
 @pytest.fixture
 def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace per test, deleted afterwards (its objects go with it)."""
@@ -114,6 +131,7 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]
     base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
     name = f"{base}-{uuid.uuid4().hex[:6]}"
     core.create_namespace({"metadata": {"name": name, "labels": {"vpipe-test": "true"}}})
+    _wait_for_default_service_account(core, name)
     try:
         yield name
     finally:

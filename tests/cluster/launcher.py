@@ -341,9 +341,10 @@ class ControlPlane:
             # Node authorizer + NodeRestriction: a real kubelet (tests/node/) gets exactly a
             # node's rights, as in a production cluster.
             "--authorization-mode=Node,RBAC",
-            "--enable-admission-plugins=NodeRestriction",
-            # No kubelet mounts tokens here, and pods need none to be "run" by kwok.
-            "--disable-admission-plugins=ServiceAccount",
+            # ServiceAccount (on by default, named for clarity): every pod gets its
+            # ServiceAccount's token, the cluster CA and its namespace mounted, as on a real
+            # cluster; pods on the real node (tests/node/) use them to call the API server.
+            "--enable-admission-plugins=NodeRestriction,ServiceAccount",
             f"--kubelet-client-certificate={pki('kubelet-client.crt')}",
             f"--kubelet-client-key={pki('kubelet-client.key')}",
             f"--kubelet-certificate-authority={pki('ca.crt')}",
@@ -404,6 +405,8 @@ class ControlPlane:
             f"--secure-port={self.ports['kcm']}",
             f"--cert-dir={self.state_dir / 'kcm-certs'}",
             "--leader-elect=false",
+            # Token signing and the kube-root-ca.crt ConfigMap in every namespace (the CA
+            # file of each pod's projected ServiceAccount volume).
             f"--service-account-private-key-file={pki('sa.key')}",
             f"--root-ca-file={pki('ca.crt')}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",

@@ -22,8 +22,8 @@ from tests.node import build as node_build
 from tests.node.launcher import RealNode
 
 # Host programs the node runs (Debian packages containerd, runc, containernetworking-plugins,
-# iproute2, openssl; tests/cluster/ci_prepare.sh installs them).
-HOST_PROGRAMS = ("containerd", "ctr", "runc", "ip", "openssl")
+# iproute2, nftables, openssl; tests/cluster/ci_prepare.sh installs them).
+HOST_PROGRAMS = ("containerd", "ctr", "runc", "ip", "nft", "openssl")
 CNI_PLUGINS = (Path("/usr/lib/cni/bridge"), Path("/usr/lib/cni/host-local"), Path("/usr/lib/cni/loopback"))
 
 

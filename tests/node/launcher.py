@@ -20,10 +20,12 @@ keep serving everything else.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +36,7 @@ import yaml
 
 from tests.cluster import build as cluster_build
 from tests.cluster.launcher import (
+    SERVICE_CIDR,
     Process,
     StartupError,
     _cmdline_of,
@@ -54,6 +57,12 @@ BRIDGE_PREFIX = "vpipe-br"  # + <n>; interface names have at most 15 characters
 CONTAINERD_NAMESPACE = "k8s.io"  # the namespace containerd's CRI plugin uses
 CONTAINER_LOG_LINKS = Path("/var/log/containers")  # fixed in the kubelet
 COREDNS_ROLE = "vpipe-test:coredns"
+# The `kubernetes` Service: the API server gives it the first address of the service range
+# and port 443; the kubelet puts both into every pod as KUBERNETES_SERVICE_HOST/PORT.
+KUBERNETES_SERVICE_IP = str(ipaddress.ip_network(SERVICE_CIDR)[1])
+KUBERNETES_SERVICE_PORT = 443
+NFT_TABLE_PREFIX = "vpipe_br"  # + <n>: one nftables table per node, named after its bridge
+APIFORWARD = Path(__file__).resolve().parent / "apiforward.py"
 
 
 def pod_placement() -> dict[str, Any]:
@@ -190,6 +199,10 @@ class RealNode:
         return f"{SUBNET_PREFIX}.{self.octet}.0/24"
 
     @property
+    def nft_table(self) -> str:
+        return f"{NFT_TABLE_PREFIX}{self.octet}"
+
+    @property
     def network_name(self) -> str:
         return f"vpipe-test-{self.octet}"
 
@@ -230,6 +243,8 @@ class RealNode:
             self._write_kubeconfigs()
             self._grant_coredns()
             self._write_cni_config()
+            self._start_apiforward()
+            self._install_nat()
             self._start_containerd()
             self._wait(self._containerd_ready, "containerd", 60)
             self.import_image(self.artifacts.image_archive("pause"))
@@ -238,6 +253,7 @@ class RealNode:
             self._start_kubelet()
             end = started + timeout
             self._wait(self._coredns_ready, "CoreDNS ready", max(5.0, end - time.monotonic()))
+            self._wait(self._apiforward_ready, "API forwarder", max(5.0, end - time.monotonic()))
             self._wait(self._node_ready, f"node {self.name} Ready", max(5.0, end - time.monotonic()))
         except BaseException:
             self.log(f"real node failed to start; logs in {self.logs_dir}")
@@ -255,7 +271,7 @@ class RealNode:
         its shims, CoreDNS, the bridge, the Node object. Safe to call more than once."""
         if self.processes.get("kubelet") and self.processes["kubelet"].alive():
             self._drain_pods()
-        for name in ("kubelet", "coredns"):
+        for name in ("kubelet", "coredns", "apiforward"):
             if name in self.processes:
                 terminate(self.processes[name])
         netns = self.sandbox_netns() if self._containerd_ready() else []
@@ -279,6 +295,7 @@ class RealNode:
         for link in self._log_links():
             link.unlink(missing_ok=True)
         if self.octet:
+            _run("nft", "delete", "table", "ip", self.nft_table, check=False)
             _run("ip", "link", "del", self.bridge, check=False)
         self._delete_node_object()
         self.processes.clear()
@@ -335,6 +352,8 @@ class RealNode:
         found += [f"mount {point}" for point in mounts_under(self.state_dir)]
         if self.octet and _run("ip", "link", "show", self.bridge, check=False).returncode == 0:
             found.append(f"bridge {self.bridge}")
+        if self.octet and _run("nft", "list", "table", "ip", self.nft_table, check=False).returncode == 0:
+            found.append(f"nftables table ip {self.nft_table}")
         found += [f"netns {path}" for path in netns if Path(path).exists()]
         found += [f"log link {link}" for link in self._log_links()]
         return found
@@ -344,7 +363,7 @@ class RealNode:
     def _prepare(self) -> None:
         for sub in ("pki", "logs", "containerd", "cni/net.d", "cni/ipam", "kubelet", "pod-logs", "coredns"):
             self._path(sub).mkdir(parents=True, exist_ok=True)
-        for name in ("kubelet", "kubelet-healthz", "coredns-health", "coredns-ready"):
+        for name in ("kubelet", "kubelet-healthz", "coredns-health", "coredns-ready", "apiforward"):
             self.ports[name] = free_port()
 
     def _make_certs(self) -> None:
@@ -427,11 +446,51 @@ class RealNode:
                     "type": "host-local",
                     "ranges": [[{"subnet": self.subnet, "gateway": self.gateway_ip}]],
                     "dataDir": str(self._path("cni", "ipam")),
-                    # no "routes": pods get the bridge subnet only, no default route
+                    # No default route: pods get the bridge subnet and one host route, to
+                    # the `kubernetes` Service's address via the gateway (_install_nat).
+                    "routes": [{"dst": f"{KUBERNETES_SERVICE_IP}/32"}],
                 },
             }],
         }
         self._path("cni", "net.d", "10-vpipe-test.conflist").write_text(json.dumps(config, indent=2) + "\n")
+
+    def _start_apiforward(self) -> None:
+        """The API server listens on loopback only; this forwarder listens on the gateway
+        address (which only this machine and this node's pods can reach)."""
+        api_port = int(self.server.rsplit(":", 1)[1])
+        self._spawn("apiforward", [sys.executable, str(APIFORWARD), f"{self.gateway_ip}:{self.ports['apiforward']}",
+                                   f"127.0.0.1:{api_port}"])
+
+    def _apiforward_ready(self) -> bool:
+        import socket
+
+        with socket.create_connection((self.gateway_ip, self.ports["apiforward"]), timeout=2):
+            return True
+
+    def nat_rules(self) -> str:
+        """This node's nftables table: what a kube-proxy would do for the one Service pods
+        need, for packets from this node's bridge only (two nodes on one machine each DNAT
+        the same ClusterIP to their own control plane), and a guard that nothing from the
+        bridge is forwarded off it (the host may have IP forwarding on; pods have a route
+        to the ClusterIP only, and only its API port is answered)."""
+        service = f"ip daddr {KUBERNETES_SERVICE_IP} tcp dport {KUBERNETES_SERVICE_PORT}"
+        return f"""table ip {self.nft_table} {{
+    chain prerouting {{
+        type nat hook prerouting priority dstnat; policy accept;
+        iifname "{self.bridge}" {service} dnat to {self.gateway_ip}:{self.ports['apiforward']}
+    }}
+    chain forward {{
+        type filter hook forward priority filter; policy accept;
+        iifname "{self.bridge}" oifname != "{self.bridge}" drop
+    }}
+}}
+"""
+
+    def _install_nat(self) -> None:
+        _run("nft", "delete", "table", "ip", self.nft_table, check=False)  # a leftover of a crash
+        result = subprocess.run(["nft", "-f", "-"], input=self.nat_rules(), capture_output=True, text=True)
+        if result.returncode != 0:
+            raise StartupError(f"nft could not load the node's table: {result.stderr.strip()}")
 
     def _containerd_config(self) -> str:
         cri = 'plugins."io.containerd.grpc.v1.cri"'

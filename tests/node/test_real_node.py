@@ -162,6 +162,8 @@ def test_pod_reaches_the_gateway_and_nothing_off_the_bridge(
     script = (
         f"printf 'GET /{path} HTTP/1.0\\r\\n\\r\\n' | nc -w 10 {host} {port}; echo http-gateway=$?; "
         "nc -w 3 1.1.1.1 80 </dev/null; echo nc-outside=$?; "
+        # The kubernetes Service's address is routed to the host, but only its API port answers.
+        "nc -w 3 $KUBERNETES_SERVICE_HOST 80 </dev/null; echo nc-service-other-port=$?; "
         "nslookup example.com; echo dns-outside=$?; "
         "ip route; echo routes-done"
     )
@@ -170,10 +172,39 @@ def test_pod_reaches_the_gateway_and_nothing_off_the_bridge(
     log = _log(core, namespace, "fence")
     assert token in log and "http-gateway=0" in log, log
     assert "nc-outside=0" not in log and "nc-outside=" in log, log
+    assert "nc-service-other-port=0" not in log and "nc-service-other-port=" in log, log
     assert "dns-outside=0" not in log and "dns-outside=" in log, log  # CoreDNS forwards nothing
     routes = log.split("dns-outside=")[1].split("routes-done")[0]
     assert "default" not in routes, routes
     assert real_node.subnet in routes, routes  # the bridge subnet is the only route
+
+
+def test_pods_reach_the_api_server_at_the_kubernetes_service(cluster, real_node: RealNode, namespace: str) -> None:
+    """KUBERNETES_SERVICE_HOST/PORT from the kubelet lead to this session's API server (an
+    HTTP request to its TLS port gets Go's plain-text "HTTPS server" answer), and the
+    ServiceAccount admission plugin had the kubelet mount a token, the CA and the namespace.
+    The full TLS + token path is tests/argo/test_in_cluster.py (the runtime image)."""
+    from tests.node.launcher import KUBERNETES_SERVICE_IP, KUBERNETES_SERVICE_PORT
+
+    core = _core(cluster)
+    script = (
+        'echo "service=$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"; '
+        "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 10 $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT; "
+        "echo; ls /var/run/secrets/kubernetes.io/serviceaccount; "
+        "cat /var/run/secrets/kubernetes.io/serviceaccount/namespace; echo"
+    )
+    core.create_namespaced_pod(namespace, _pod(real_node, "api", script))
+    assert _wait_pod(core, namespace, "api", _finished).status.phase == "Succeeded"
+    log = _log(core, namespace, "api")
+    assert f"service={KUBERNETES_SERVICE_IP}:{KUBERNETES_SERVICE_PORT}" in log, log
+    assert "Client sent an HTTP request to an HTTPS server" in log, log
+    for name in ("ca.crt", "namespace", "token"):
+        assert name in log.split(), log
+    assert namespace in log.split(), log
+    # The mounted CA is this control plane's CA.
+    ca = cluster.require_local().pki_dir / "ca.crt"
+    mounted = core.read_namespaced_config_map("kube-root-ca.crt", namespace).data["ca.crt"]
+    assert mounted.strip() == ca.read_text().strip()
 
 
 def test_pod_http_server_answers_through_the_service_proxy(cluster, real_node: RealNode, namespace: str) -> None:
@@ -219,7 +250,7 @@ def test_a_stopped_node_leaves_nothing_behind(cluster, real_node: RealNode, name
         netns = node.sandbox_netns()
         assert netns and all(Path(p).exists() for p in netns)
         processes = list(node.processes.values())
-        assert {p.name for p in processes} == {"containerd", "coredns", "kubelet"}
+        assert {p.name for p in processes} == {"containerd", "coredns", "kubelet", "apiforward"}
         assert node.leftovers(netns)  # sanity: while running, the checks do see things
     finally:
         node.stop()

@@ -1,0 +1,152 @@
+"""What the in-cluster tests share: the shipped manifests applied to a test namespace, a code
+server on the node's bridge, the API requests a ServiceAccount made (from the audit log), and
+the CPU and memory of a step's process seen from the host."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from tests.integration.test_rbac import Access, audited
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO / "manifests"
+
+# A training program that does nothing but follow the entry-point contract: the worker
+# "trains" for a few seconds and exits 0; the parameter server never ends (server.join()).
+TINY_RUN_SH = """#!/bin/bash
+echo "$VPIPE_ROLE $VK_TASK_INDEX: $*"
+if [ "$VPIPE_ROLE" = ps ]; then exec sleep infinity; fi
+sleep "${TINY_WORK_SECONDS:-5}"
+echo "$VPIPE_ROLE $VK_TASK_INDEX: done"
+"""
+
+
+def load(*relative: str) -> list[dict[str, Any]]:
+    """The objects of manifests files (paths relative to the repository)."""
+    objects = []
+    for name in relative:
+        objects += [doc for doc in yaml.safe_load_all((REPO / name).read_text()) if doc]
+    return objects
+
+
+def base_objects(namespace: str) -> list[dict[str, Any]]:
+    """manifests/base + manifests/argo's Role for `namespace` (cluster-scoped objects renamed
+    per namespace, as tests/integration/test_rbac.py does)."""
+    from tests.integration.test_rbac import manifests
+
+    objects = manifests(namespace, exclude=())
+    for obj in load("manifests/argo/role-argo-executor.yaml"):
+        obj["metadata"]["namespace"] = namespace
+        objects.append(obj)
+    return objects
+
+
+def apply_objects(api: Any, namespace: str, objects: list[dict[str, Any]]) -> None:
+    """Create each object (namespaced ones in `namespace`) through the dynamic client."""
+    from kubernetes import dynamic
+
+    dyn = dynamic.DynamicClient(api)
+    for obj in objects:
+        for subject in obj.get("subjects", []):
+            if subject.get("kind") == "ServiceAccount" and subject.get("namespace", "default") == "default":
+                subject["namespace"] = namespace  # as kustomize's namespace transformer does
+        resource = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+        if resource.namespaced:
+            obj.setdefault("metadata", {})["namespace"] = namespace
+            resource.create(body=obj, namespace=namespace)
+        else:
+            resource.create(body=obj)
+
+
+def delete_cluster_scoped(api: Any, objects: list[dict[str, Any]]) -> None:
+    rbac = client.RbacAuthorizationV1Api(api)
+    for obj in objects:
+        if obj["kind"] == "ClusterRole":
+            rbac.delete_cluster_role(obj["metadata"]["name"])
+        elif obj["kind"] == "ClusterRoleBinding":
+            rbac.delete_cluster_role_binding(obj["metadata"]["name"])
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def code_server(gateway_ip: str, root: Path) -> Iterator[str]:
+    """`root` over HTTP on the bridge's gateway address (what pods reach)."""
+    server = http.server.ThreadingHTTPServer((gateway_ip, 0), functools.partial(_Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://{gateway_ip}:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def tiny_code(root: Path) -> Path:
+    (root / "tiny").mkdir(parents=True, exist_ok=True)
+    (root / "tiny" / "run.sh").write_text(TINY_RUN_SH)
+    return root
+
+
+def service_account_accesses(audit_log: Path, namespace: str, name: str) -> tuple[list[Access], set[Access]]:
+    """(refused, allowed) API accesses of a ServiceAccount, from the audit log."""
+    seen = audited(audit_log, f"system:serviceaccount:{namespace}:{name}")
+    refused = sorted(a for a, decisions in seen.items() if "allow" not in decisions)
+    allowed = {a for a, decisions in seen.items() if "allow" in decisions}
+    return refused, allowed
+
+
+@dataclass
+class Usage:
+    cpu_seconds: float
+    rss_bytes: int
+
+
+def process_usage(marker: str) -> Usage | None:
+    """CPU time and resident memory, summed over the host's processes whose command line
+    contains `marker` (a container's processes are ordinary processes of the host)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu, rss, found = 0.0, 0, False
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if marker not in cmdline or int(entry.name) == os.getpid():
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        found = True
+        cpu += (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                rss += int(line.split()[1]) * 1024
+    return Usage(cpu, rss) if found else None
+
+
+def sample_while(marker: str, seconds: float) -> tuple[Usage, Usage, float] | None:
+    """Two samples `seconds` apart: (first, second, wall seconds between them)."""
+    first = process_usage(marker)
+    if first is None:
+        return None
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    second = process_usage(marker)
+    if second is None:
+        return None
+    return first, second, time.monotonic() - t0
