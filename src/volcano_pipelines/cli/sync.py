@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--delete", action="store_true", help="remove destination files that are not in the source")
     p.add_argument("--max-delete", default=DEFAULT_MAX_DELETE, metavar="N|P%",
                    help="with --delete, refuse (exit 2, nothing changed) a plan that deletes more than N files or "
-                        f"P%% of the destination's files (default {DEFAULT_MAX_DELETE}); a source that selects no "
+                        f"P%% of the destination's files (default {DEFAULT_MAX_DELETE}%); a source that selects no "
                         "file never deletes without --force-delete")
     p.add_argument("--force-delete", action="store_true",
                    help="with --delete, delete whatever the plan says, even everything (no --max-delete, no empty-source check)")
