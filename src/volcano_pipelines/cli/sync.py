@@ -12,7 +12,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from volcano_pipelines.errors import EXIT_OK, InputError, VpipeError
-from volcano_pipelines.steps.staging import DEFAULT_MAX_DELETE, DEFAULT_TRANSFERS, TransferProgress, display_path, quoted_path
+from volcano_pipelines.steps.staging import (
+    DEFAULT_DURABILITY,
+    DEFAULT_MAX_DELETE,
+    DEFAULT_STREAMS,
+    DEFAULT_TRANSFERS,
+    DURABILITY_MODES,
+    TransferProgress,
+    display_path,
+    quoted_path,
+)
 
 if TYPE_CHECKING:
     from volcano_pipelines.steps.staging import SyncResult
@@ -41,6 +50,8 @@ FLAGS: dict[str, str] = {
     "hadoop_conf_dir": "--hadoop-conf-dir",
     "chunk_mib": "--chunk-mib",
     "full_scan": "--full-scan",
+    "durability": "--durability",
+    "streams": "--streams",
 }
 
 
@@ -70,6 +81,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--transfers", type=int, default=DEFAULT_TRANSFERS, help=f"parallel file transfers (default {DEFAULT_TRANSFERS})")
     p.add_argument("--shards", type=int, default=0, metavar="N", help="write N manifests balanced by bytes under DST/.vpipe/shards/")
     p.add_argument("--chunk-mib", type=int, default=8, help="streaming chunk size in MiB, 1 to 256 (default 8)")
+    p.add_argument("--streams", type=int, default=DEFAULT_STREAMS,
+                   help=f"ranges of one large file read in parallel, 1 to 16 (default {DEFAULT_STREAMS})")
+    p.add_argument("--durability", default=DEFAULT_DURABILITY, metavar="|".join(DURABILITY_MODES),
+                   help="when data reaches stable storage, always before the file gets its final name: file (fsync "
+                        "each file), batch (flush the files written meanwhile together), none (no fsync: after a "
+                        f"crash a file may be empty under its name) (default {DEFAULT_DURABILITY})")
     auth = p.add_argument_group("HDFS access")
     auth.add_argument("--user", help="simple-auth user (default: $HADOOP_USER_NAME or the login user)")
     auth.add_argument("--kerberos-principal", help="Kerberos principal (with --kerberos-keytab, or a ticket cache)")
@@ -203,6 +220,8 @@ def _sync(args: argparse.Namespace) -> int:
             hadoop_conf_dir=args.hadoop_conf_dir,
             chunk_mib=args.chunk_mib,
             full_scan=args.full_scan,
+            durability=args.durability,
+            streams=args.streams,
             progress=printer,
         )
     except SyncInterrupted as err:

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.transfer import engine
-from volcano_pipelines.transfer.executor import DEFAULT_TRANSFERS, Options
+from volcano_pipelines.transfer.durability import DEFAULT_DURABILITY, MODES
+from volcano_pipelines.transfer.executor import DEFAULT_STREAMS, DEFAULT_TRANSFERS, Options
 from volcano_pipelines.transfer.plan import (
     DEFAULT_MAX_DELETE,
     check_glob,
@@ -26,7 +27,10 @@ from volcano_pipelines.transfer.sources import Auth
 from volcano_pipelines.transfer.urls import parse_dest, parse_source
 
 __all__ = [
+    "DEFAULT_DURABILITY",
     "DEFAULT_MAX_DELETE",
+    "DEFAULT_STREAMS",
+    "DURABILITY_MODES",
     "DEFAULT_TRANSFERS",
     "DeletionRefused",
     "SyncFailed",
@@ -41,6 +45,8 @@ __all__ = [
 MAX_TRANSFERS = 256
 MAX_SHARDS = 100_000
 MAX_CHUNK_MIB = 256
+MAX_STREAMS = 16
+DURABILITY_MODES = MODES
 
 
 class _Forward(TransferProgress):
@@ -81,6 +87,8 @@ def sync(
     hadoop_conf_dir: str | None = None,
     chunk_mib: int = 8,
     full_scan: bool = False,
+    durability: str = DEFAULT_DURABILITY,
+    streams: int = DEFAULT_STREAMS,
     progress: Progress | TransferProgress | None = None,
 ) -> SyncResult:
     """Copy new and changed files from `src` into the directory `dst`.
@@ -94,7 +102,11 @@ def sync(
 
     The destination scan reuses the listing of every directory whose mtime has not
     moved since the last run (`.vpipe/scan-cache.json`); `full_scan` reads them all, which
-    also catches files edited in place by something other than sync."""
+    also catches files edited in place by something other than sync.
+
+    `durability` ("file", "batch", "none"; docs/sync.md) says when a file's data is
+    forced to stable storage before it gets its final name; `streams` how many ranges of
+    one large file are read in parallel."""
     location = parse_source(src)
     root = parse_dest(dst)
     for name, globs in (("include", include), ("exclude", exclude)):
@@ -108,6 +120,10 @@ def sync(
         raise InputError("shards", shards, f"0 (no manifests) or a count up to {MAX_SHARDS}")
     if not 1 <= chunk_mib <= MAX_CHUNK_MIB:
         raise InputError("chunk_mib", chunk_mib, f"a chunk size in MiB from 1 to {MAX_CHUNK_MIB}")
+    if durability not in MODES:
+        raise InputError("durability", durability, f"one of {', '.join(MODES)}")
+    if not 1 <= streams <= MAX_STREAMS:
+        raise InputError("streams", streams, f"an integer from 1 (one stream per file) to {MAX_STREAMS}")
     limit = parse_max_delete(max_delete)
     if limit is None:
         raise InputError("max_delete", max_delete, "a number of files N, or a share of the destination's files P% (0% to 100%)")
@@ -130,7 +146,8 @@ def sync(
         location=location,
         root=root,
         auth=Auth(user, kerberos_principal, kerberos_keytab, kerberos_ccache, hadoop_conf_dir),
-        options=Options(transfers=transfers, checksum=checksum, chunk_size=chunk_mib << 20),
+        options=Options(transfers=transfers, checksum=checksum, chunk_size=chunk_mib << 20, durability=durability,
+                        streams=streams),
         include=tuple(include),
         exclude=tuple(exclude),
         delete=delete,

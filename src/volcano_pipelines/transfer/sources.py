@@ -10,7 +10,7 @@ import random
 import socket
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, TypeVar
 
@@ -194,13 +194,22 @@ class LocalSource:
 
 
 class _HdfsReader:
-    """File-like wrapper over hdfs_native.FileReader."""
+    """File-like wrapper over hdfs_native.FileReader. `range_stream` (one `bytes` per
+    64 KiB packet, several ranges may stream at once from one reader) is how large files
+    are read: `read(n)` assembles the packets into one buffer and copies it twice more
+    on its way to Python (transfer/copy.py)."""
 
     def __init__(self, reader: Any) -> None:
         self._r = reader
 
     def read(self, n: int = -1) -> bytes:
         return self._r.read(n)
+
+    def length(self) -> int:
+        return len(self._r)
+
+    def range_stream(self, offset: int, length: int) -> Iterator[bytes]:
+        return self._r.read_range_stream(offset, length)  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self._r.close()
