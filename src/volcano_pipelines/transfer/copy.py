@@ -168,11 +168,23 @@ def _outcome(job: Future[int]) -> int | BaseException:
         return err
 
 
-def _chunks(stream: Any, chunk_size: int) -> Iterator[memoryview | bytes]:
+_buffers = threading.local()
+
+
+def _buffer(size: int) -> memoryview:
+    """This thread's read buffer, reused for every file it copies (grown when needed:
+    bytearray(n) writes n zero bytes)."""
+    buf = getattr(_buffers, "buf", None)
+    if buf is None or len(buf) < size:
+        buf = _buffers.buf = memoryview(bytearray(size))
+    return buf[:size]
+
+
+def _chunks(stream: Any, chunk_size: int, size: int) -> Iterator[memoryview | bytes]:
     readinto = getattr(stream, "readinto", None)
     if readinto is not None:
-        buf = bytearray(chunk_size)  # one buffer for the whole file: no allocation per read
-        view = memoryview(buf)
+        # A small file needs no chunk-sized buffer (one byte more than listed shows EOF or growth).
+        view = _buffer(min(chunk_size, max(size + 1, 64 << 10)))
         while True:
             n = readinto(view)
             if not n:
@@ -191,7 +203,7 @@ def _copy_sequential(
 ) -> tuple[int, int]:
     written = 0
     reads = 0
-    for data in _chunks(stream, chunk_size):
+    for data in _chunks(stream, chunk_size, size):
         reads += 1
         if digest is not None:
             digest.update(data)

@@ -143,6 +143,7 @@ class LocalSource:
     def __init__(self, root: str) -> None:
         self.root = root
         self.description = f"file://{root}"
+        self._single_file: bool | None = None  # the root names a file (known after the first look)
 
     def _abs(self, rel: str) -> str:
         return self.root if rel == "" else os.path.join(self.root, rel)
@@ -152,7 +153,8 @@ class LocalSource:
             st = os.stat(self.root)
         except FileNotFoundError as err:
             raise SourceMissing(self.root) from err
-        if stat.S_ISREG(st.st_mode):
+        self._single_file = stat.S_ISREG(st.st_mode)
+        if self._single_file:
             return [Entry(os.path.basename(self.root), st.st_size, st.st_mtime_ns // 1_000_000)], []
         files: list[Entry] = []
         refused: list[tuple[str, str]] = []
@@ -174,7 +176,9 @@ class LocalSource:
         return files, refused
 
     def _single(self) -> bool:
-        return os.path.isfile(self.root)
+        if self._single_file is None:
+            self._single_file = os.path.isfile(self.root)
+        return self._single_file
 
     def stat(self, rel: str) -> Entry:
         path = self.root if self._single() else self._abs(rel)
@@ -194,10 +198,7 @@ class LocalSource:
 
 
 class _HdfsReader:
-    """File-like wrapper over hdfs_native.FileReader. `range_stream` (one `bytes` per
-    64 KiB packet, several ranges may stream at once from one reader) is how large files
-    are read: `read(n)` assembles the packets into one buffer and copies it twice more
-    on its way to Python (transfer/copy.py)."""
+    """hdfs_native.FileReader; large files go through `range_stream` (transfer/copy.py)."""
 
     def __init__(self, reader: Any) -> None:
         self._r = reader
