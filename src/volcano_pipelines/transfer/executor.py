@@ -174,23 +174,26 @@ class Executor:
             self._committer = Committer(syncfs_honoured(self.root), self._commit_failed, self._renamed, self._report)
         if self.opts.streams > 1 and any(item.size > self.opts.chunk_size for item in runnable):
             self._ranges = ThreadPoolExecutor(max_workers=workers * (self.opts.streams - 1), thread_name_prefix="sync-range")
-        try:
-            with _sigint_calls(self.interrupt), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync") as pool:
-                done = self._map(pool, runnable)
-                for _ in range(self.opts.max_attempts):
-                    redo = self._recheck(runnable)
-                    if not redo:
-                        break
-                    by_path = {item.path: item for item in redo}
-                    again = self._map(pool, redo)
-                    done = [o for o in done if o.path not in by_path] + [
-                        Outcome(o.path, o.result, o.bytes, o.error, o.attempts + 1) for o in again
-                    ]
-        finally:
-            if self._committer is not None:
-                self._committer.close()  # every handed-over file renamed or removed
-            if self._ranges is not None:
-                self._ranges.shutdown(wait=True)
+        # The committer and the range readers stop inside the SIGINT guard too: until
+        # they have, temporary files are still being written or renamed.
+        with _sigint_calls(self.interrupt):
+            try:
+                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync") as pool:
+                    done = self._map(pool, runnable)
+                    for _ in range(self.opts.max_attempts):
+                        redo = self._recheck(runnable)
+                        if not redo:
+                            break
+                        by_path = {item.path: item for item in redo}
+                        again = self._map(pool, redo)
+                        done = [o for o in done if o.path not in by_path] + [
+                            Outcome(o.path, o.result, o.bytes, o.error, o.attempts + 1) for o in again
+                        ]
+            finally:
+                if self._committer is not None:
+                    self._committer.close()  # every handed-over file renamed or removed
+                if self._ranges is not None:
+                    self._ranges.shutdown(wait=True)
         outcomes.extend(done)
         if self.opts.durability != "none":
             self._sync_dirs()
