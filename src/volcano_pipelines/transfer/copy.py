@@ -123,11 +123,16 @@ def copy_stream(
     on_bytes: OnBytes,
     abandon: threading.Event,
     digest: Any | None = None,
+    flush_every: int = 0,
 ) -> tuple[int, int]:
     """Copy the listed `size` bytes of `stream` into `fd` (a new, empty file). Returns
     (bytes written, reads): more than one read means the file was not read in one piece.
-    Raises SourceChanged when the source does not hold `size` bytes, Abandoned on a
-    second Ctrl-C, OSError (with `_vpipe_dest` set for write errors)."""
+    `flush_every` > 0: fdatasync each time that many more bytes were written, so the
+    destination writes them to disk while the copy goes on instead of all at the final
+    fsync. Raises SourceChanged when the source does not hold `size` bytes, Abandoned on
+    a second Ctrl-C, OSError (with `_vpipe_dest` set for write errors)."""
+    if flush_every and size > flush_every:
+        on_bytes = _flushing(fd, flush_every, on_bytes)
     range_stream = getattr(stream, "range_stream", None)
     if range_stream is not None and size > chunk_size:
         have = stream.length()
@@ -159,6 +164,28 @@ def copy_stream(
             raise SourceChanged(f"read {written} bytes, listed size {size}")
         return written, len(ranges) + 1
     return _copy_sequential(stream, fd, size, chunk_size, on_bytes, abandon, digest)
+
+
+def _flushing(fd: int, every: int, inner: OnBytes) -> OnBytes:
+    """`inner`, plus an fdatasync of `fd` after every `every` bytes (by whichever range
+    thread crossed the mark)."""
+    lock = threading.Lock()
+    since = [0]
+
+    def on_bytes(n: int) -> None:
+        inner(n)
+        with lock:
+            since[0] += n
+            due = since[0] >= every
+            if due:
+                since[0] = 0
+        if due:
+            try:
+                os.fdatasync(fd)
+            except OSError as err:
+                raise _dest(err) from None
+
+    return on_bytes
 
 
 def _outcome(job: Future[int]) -> int | BaseException:

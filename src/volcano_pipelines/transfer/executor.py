@@ -53,6 +53,8 @@ MAX_ATTEMPTS = 8
 __all__ = ["Abandoned", "DEFAULT_TRANSFERS", "Executor", "Options", "Outcome", "Result", "SourceChanged"]
 # Parallel range reads of one large file (rclone's --multi-thread-streams is 4 too).
 DEFAULT_STREAMS = 4
+# file / batch: a large file's data is pushed to disk while it is copied (docs/sync.md).
+EARLY_FLUSH = 64 << 20
 
 
 class VerifyFailed(Exception):
@@ -95,6 +97,7 @@ class Options:
     retry_delay: float = 0.5
     durability: str = DEFAULT_DURABILITY  # "file" | "batch" | "none" (transfer/durability.py)
     streams: int = DEFAULT_STREAMS  # ranges of one large file read in parallel
+    flush_every: int = EARLY_FLUSH  # file / batch: fdatasync a large file every so many bytes
 
 
 class Executor:
@@ -351,7 +354,7 @@ class Executor:
                 written, reads = copy_stream(
                     stream, fd, expected.size, chunk_size=self.opts.chunk_size, streams=self.opts.streams,
                     pool=self._ranges, on_bytes=lambda n: self.progress(expected.path, n), abandon=self.abandon,
-                    digest=digest,
+                    digest=digest, flush_every=self.opts.flush_every if self.opts.durability != "none" else 0,
                 )
             try:
                 mtime_ns = expected.mtime_ms * 1_000_000
