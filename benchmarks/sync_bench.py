@@ -163,8 +163,8 @@ class BrickProfile:
         out = subprocess.run(["gluster", "--mode=script", "volume", "profile", self.volume, "info", "incremental"],
                              capture_output=True, text=True).stdout
         counts: dict[str, int] = {}
-        # "  12.34   56.78 us   1.00 us   99.00 us   1234   CREATE"
-        for m in re.finditer(r"^\s*[\d.]+\s+[\d.]+ us\s+[\d.]+ us\s+[\d.]+ us\s+(\d+)\s+([A-Z]+)\s*$", out, re.M):
+        # "  15.18  388105.50 ns  332244.00 ns  462668.00 ns   20   CREATE" (us in older versions)
+        for m in re.finditer(r"^\s*[\d.]+\s+[\d.]+ [nu]?s\s+[\d.]+ [nu]?s\s+[\d.]+ [nu]?s\s+(\d+)\s+([A-Z]+)\s*$", out, re.M):
             counts[m.group(2)] = counts.get(m.group(2), 0) + int(m.group(1))
         return counts
 

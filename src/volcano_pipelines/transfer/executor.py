@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any, BinaryIO
 
 from volcano_pipelines.transfer.copy import Abandoned, SourceChanged, copy_stream, hash_file, hash_stream, new_digest
+from volcano_pipelines.transfer.copy import keep_freed_memory
 from volcano_pipelines.transfer.dest import (
     DENIED_ERRNOS,
     FULL_ERRNOS,
@@ -175,8 +176,10 @@ class Executor:
         workers = max(1, min(self.opts.transfers, len(runnable) or 1))
         if self.opts.durability == "batch" and runnable:
             self._committer = Committer(syncfs_honoured(self.root), self._commit_failed, self._renamed, self._report)
-        if self.opts.streams > 1 and any(item.size > self.opts.chunk_size for item in runnable):
-            self._ranges = ThreadPoolExecutor(max_workers=workers * (self.opts.streams - 1), thread_name_prefix="sync-range")
+        if any(item.size > self.opts.chunk_size for item in runnable):
+            keep_freed_memory()
+            if self.opts.streams > 1:
+                self._ranges = ThreadPoolExecutor(workers * (self.opts.streams - 1), thread_name_prefix="sync-range")
         # The committer and the range readers stop inside the SIGINT guard too: until
         # they have, temporary files are still being written or renamed.
         with _sigint_calls(self.interrupt):
