@@ -73,10 +73,10 @@ COMPONENTS: dict[str, ComponentSource] = {
     ),
     "finish_run": ComponentSource(
         "finish_run", "finish_run",
-        "Exit handler: report how the run ended and what its training job did; when the run failed, "
-        "clean up the run's training job per on_failure.",
+        "Exit handler: report how the run ended and what its training job did; when the run failed or was "
+        "cancelled, clean up the run's training job per on_failure (an unknown state keeps it).",
         (
-            ("pipeline_state", "str", "how the pipeline's tasks ended (SUCCEEDED, FAILED, CANCELED, ...)"),
+            ("pipeline_state", "str", "how the pipeline's tasks ended (COMPLETE, CACHED, FAILED, CANCELED; SUCCEEDED under kfp.local)"),
             ("job_phase", "str", "phase of the run's training job (NotFound when it has none)"),
             ("cleanup", "str", "what was done to the job: deleted, aborted, kept or none"),
             ("result", "dict", "the whole report"),

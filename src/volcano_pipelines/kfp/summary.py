@@ -133,12 +133,19 @@ def error_markdown(step: str, message: str) -> str:
     return f"## {step}: error\n\n{_code(message)}\n"
 
 
+def _outcome(report: Mapping[str, Any]) -> str | None:
+    outcome = report.get("outcome")
+    if outcome == "unknown":
+        return "unknown state: the training job was kept, not cleaned up"
+    return None if outcome is None else str(outcome)
+
+
 def finish_markdown(report: Mapping[str, Any]) -> str:
     """The exit handler's report: how the run ended, its job, and what cleanup did."""
     state = report.get("pipeline_state")
     lines = [f"## Run `{_cell(report.get('run_id'))}`: {_cell(state)}", ""]
-    lines += _table([("error", report.get("error_message")), ("namespace", report.get("namespace")),
-                     ("cleanup of the training job", report.get("cleanup"))])
+    lines += _table([("outcome", _outcome(report)), ("error", report.get("error_message")),
+                     ("namespace", report.get("namespace")), ("cleanup of the training job", report.get("cleanup"))])
     job = report.get("job")
     if job:
         lines += [""] + train_markdown(job).rstrip("\n").replace("## ", "### ", 1).splitlines()

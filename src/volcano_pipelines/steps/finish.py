@@ -5,15 +5,26 @@ its job running; a failed job keeps its name taken until its ttl). A step like t
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.results import TrainResult
 
-__all__ = ["SUCCEEDED", "RunReport", "finish_run"]
+log = logging.getLogger("volcano_pipelines.finish")
 
-SUCCEEDED = "SUCCEEDED"  # PipelineTaskFinalStatus.state of a run whose tasks all succeeded
+__all__ = ["FAILED_STATES", "SUCCEEDED", "SUCCEEDED_STATES", "RunReport", "finish_run", "run_outcome"]
+
+SUCCEEDED = "SUCCEEDED"  # kfp.local's PipelineTaskFinalStatus.state of a run whose tasks all succeeded
+# The exit handler is handed a state in one of several vocabularies. KFP's backend passes the
+# ML Metadata execution state of the exit handler's group: COMPLETE (or CACHED) after a
+# successful run, FAILED, CANCELED (KFP's sample pipeline_with_input_status_state.py asserts
+# COMPLETE); kfp.local passes SUCCEEDED / FAILED; PipelineTaskFinalStatus's docstring names
+# CANCELLED; an Argo onExit passes {{workflow.status}}: Succeeded, Failed, Error. Compared
+# case-insensitively. Anything else is not understood: the job is kept, never deleted on a guess.
+SUCCEEDED_STATES = frozenset({"SUCCEEDED", "COMPLETE", "CACHED"})
+FAILED_STATES = frozenset({"FAILED", "FAILURE", "CANCELED", "CANCELLED", "ERROR"})
 TRAIN_STEP = "train"  # the step label of training jobs (volcano/tf.py, volcano/mpi.py)
 
 
@@ -25,6 +36,7 @@ class RunReport:
     namespace: str
     job: dict[str, Any] | None  # TrainResult.to_dict() of the run's training job, None when it has none
     cleanup: str  # deleted | aborted | kept | none
+    outcome: str = "succeeded"  # succeeded | failed | unknown (run_outcome of pipeline_state)
 
     @property
     def job_phase(self) -> str:
@@ -32,6 +44,16 @@ class RunReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def run_outcome(pipeline_state: str) -> str:
+    """succeeded, failed or unknown: how the run ended, from the state the exit handler got."""
+    state = (pipeline_state or "").strip().upper()
+    if state in SUCCEEDED_STATES:
+        return "succeeded"
+    if state in FAILED_STATES:
+        return "failed"
+    return "unknown"
 
 
 def finish_run(
@@ -45,17 +67,18 @@ def finish_run(
     on_failure: str = "delete",
     log_lines: int = 20,
 ) -> RunReport:
-    """Report how a pipeline run ended and what its training job did; when the run did not
-    succeed, clean up the run's training job per on_failure.
+    """Report how a pipeline run ended and what its training job did; when the run failed or
+    was cancelled, clean up the run's training job per on_failure (a state it does not know
+    keeps the job).
 
     Args:
         run_id: run identity of the pipeline run (the training job carries it as a label)
-        pipeline_state: how the run's tasks ended: SUCCEEDED, FAILED, CANCELED, ...
+        pipeline_state: how the run's tasks ended: COMPLETE, CACHED or SUCCEEDED; FAILED or CANCELED
         error_message: why the run failed, when it did
         namespace: namespace of the run's training job (default: the context's namespace, else default)
         kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
         context: kubeconfig context
-        on_failure: what happens to the run's training job when the run did not succeed: delete, abort or keep
+        on_failure: what happens to the run's training job when the run failed or was cancelled: delete, abort or keep
         log_lines: last log lines of a failed pod to report
     """
     from volcano_pipelines.k8s import volcano as k8s_volcano
@@ -71,14 +94,21 @@ def finish_run(
     cluster = connect(kubeconfig, context)
     namespace = namespace or cluster.namespace
     job = k8s_volcano.find_run_job(cluster, namespace, run_id, TRAIN_STEP)
+    outcome = run_outcome(pipeline_state)
     report = RunReport(run_id=run_id, pipeline_state=pipeline_state, error_message=error_message or None,
-                       namespace=namespace, job=None, cleanup="none")
+                       namespace=namespace, job=None, cleanup="none", outcome=outcome)
     if job is None:
         return report
     name = job["metadata"]["name"]
     result: TrainResult = status(name, namespace=namespace, kubeconfig=kubeconfig, context=context, log_lines=log_lines)
     report.job = result.to_dict()
-    if pipeline_state == SUCCEEDED:
+    if outcome == "succeeded":
+        return report
+    if outcome == "unknown":
+        log.warning("run %s ended in state %r, which is neither a success (%s) nor a failure (%s): "
+                    "keeping job %s/%s", run_id, pipeline_state, ", ".join(sorted(SUCCEEDED_STATES)),
+                    ", ".join(sorted(FAILED_STATES)), namespace, name)
+        report.cleanup = "kept"
         return report
     if on_failure == "keep":
         report.cleanup = "kept"

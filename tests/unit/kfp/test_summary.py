@@ -53,3 +53,12 @@ def test_sync_markdown_lists_failures_and_shards() -> None:
                                   "shard_manifests": ["/data/.vpipe/shards/shard-0-of-2"]})
     assert "some files failed" in text and "| a\\|b | checksum |" in text
     assert "12.3 MB/s" in text and "shard-0-of-2" in text
+
+
+def test_finish_markdown_says_when_an_unknown_state_kept_the_job() -> None:
+    text = summary.finish_markdown({"run_id": "r3", "pipeline_state": "RUNNING", "error_message": None,
+                                    "namespace": "ml", "job": _failed(), "cleanup": "kept", "outcome": "unknown"})
+    assert "| outcome | unknown state: the training job was kept, not cleaned up |" in text
+    failed = summary.finish_markdown({"run_id": "r4", "pipeline_state": "CANCELED", "error_message": None,
+                                      "namespace": "ml", "job": None, "cleanup": "none", "outcome": "failed"})
+    assert "| outcome | failed |" in failed
