@@ -4,6 +4,7 @@ import importlib.util
 
 pytest_plugins = [
     name
-    for name in ("tests.cluster.fixtures", "tests.node.fixtures", "tests.storage.fixtures", "tests.images.fixtures")
+    for name in ("tests.cluster.fixtures", "tests.node.fixtures", "tests.storage.fixtures", "tests.images.fixtures",
+                 "tests.kfp_docker.fixtures")
     if importlib.util.find_spec(name) is not None
 ]

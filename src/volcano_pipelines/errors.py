@@ -1,4 +1,4 @@
-"""The error types every step raises; the CLI maps each to one exit code (DESIGN.md)."""
+"""The error types every step raises; the CLI maps each to one exit code (docs/design.md)."""
 
 from __future__ import annotations
 

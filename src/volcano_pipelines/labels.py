@@ -1,4 +1,4 @@
-"""Identity labels every object this package creates carries (DESIGN.md, "Idempotency"): the
+"""Identity labels every object this package creates carries (docs/design.md, "Identity"): the
 builders put them on, the client finds a run's objects by them."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ __all__ = [
     "MANAGED_BY_LABEL",
     "RUN_LABEL",
     "STEP_LABEL",
+    "TRAIN_STEP",
     "VOLCANO_JOB_NAME_LABEL",
     "VOLCANO_TASK_LABEL",
     "EXPIRES_ANNOTATION",
@@ -19,6 +20,7 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "volcano-pipelines"
 RUN_LABEL = "volcano-pipelines/run"
 STEP_LABEL = "volcano-pipelines/step"
+TRAIN_STEP = "train"  # the step label of training jobs (TF and MPI)
 # When an object made for a job (a TensorBoard) may be deleted; the reap sweeper enforces it.
 EXPIRES_ANNOTATION = "volcano-pipelines/expires-at"
 # Volcano's own labels on the pods it creates: the job and the task (spec) a pod belongs to.

@@ -25,7 +25,8 @@ import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import yaml
 
@@ -123,7 +124,7 @@ def spawn(name: str, args: list[str], log_dir: Path, detach: bool, env: dict[str
     """Start ``args`` in its own session, output to ``log_dir/<name>.log``. Unless
     ``detach``, the process gets SIGTERM when the launching Python process dies."""
     log_path = log_dir / f"{name}.log"
-    log_file = open(log_path, "ab")
+    log_file = open(log_path, "ab")  # noqa: SIM115 - the child inherits it; closed below once it has
     popen = subprocess.Popen(
         args,
         stdin=subprocess.DEVNULL,
@@ -198,7 +199,7 @@ class ControlPlane:
 
     # ----- lifecycle ---------------------------------------------------------------
 
-    def start(self, timeout: float = 180.0) -> "ControlPlane":
+    def start(self, timeout: float = 180.0) -> ControlPlane:
         """Start everything and wait until it is usable; on failure stop what started."""
         started = time.monotonic()
         try:
@@ -238,7 +239,7 @@ class ControlPlane:
         self._wait(self._apiserver_ready, "kube-apiserver (restart)", 90)
         self._write_state()
 
-    def __enter__(self) -> "ControlPlane":
+    def __enter__(self) -> ControlPlane:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -581,7 +582,7 @@ class ControlPlane:
         (self.state_dir / "state.json").write_text(json.dumps(state, indent=2) + "\n")
 
     @classmethod
-    def attach(cls, state_dir: Path) -> "ControlPlane":
+    def attach(cls, state_dir: Path) -> ControlPlane:
         """Re-create a handle on a control plane started by another process (`up`)."""
         state = json.loads((state_dir / "state.json").read_text())
         plane = cls(state_dir=state_dir, bin_dir=Path(state["bin_dir"]), detach=True)

@@ -8,11 +8,8 @@ node's tests (tests/node) run the same images as pods."""
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import socket
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -23,6 +20,7 @@ import pytest
 import yaml
 
 from images import build
+from tests.helpers.http_server import serve
 from tests.images.fixtures import Images
 from volcano_pipelines import __version__
 from volcano_pipelines.images import IMAGES
@@ -43,21 +41,14 @@ PY
 """
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def code_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("code")
     (root / "mnist").mkdir()
     (root / "mnist" / "run.sh").write_text(RUN_SH)
     (root / "mnist" / "model.py").write_text("LAYERS = 2\n")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serve(root) as server:
+        yield server.base
 
 
 def container_of(job: dict[str, Any], task: str) -> dict[str, Any]:

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from typing import Any
 
 import pytest
 
+from tests.helpers.vpipe import VPIPE
 from tests.integration.waiting import wait_for
-from volcano_pipelines.steps.admin import reuse_claim_ref, secret_copy
+from volcano_pipelines.steps._admin import reuse_claim_ref, secret_copy
 from volcano_pipelines.errors import InputError
 
-VPIPE = [sys.executable, "-c", "import sys; from volcano_pipelines.cli import main; sys.exit(main())"]
 
 
 def _pv(phase: str, ref: dict[str, str] | None) -> dict[str, Any]:
@@ -62,7 +61,10 @@ def test_pv_reuse_rebinds_a_released_volume(cluster: Any, namespace: str) -> Non
         "claimRef": {"namespace": namespace, "name": "first"}}})
     try:
         core.create_namespaced_persistent_volume_claim(namespace, {"metadata": {"name": "first"}, "spec": claim})
-        phase = lambda: core.read_persistent_volume(pv_name).status.phase
+
+        def phase() -> str:
+            return str(core.read_persistent_volume(pv_name).status.phase)
+
         wait_for("PV bound", lambda: phase() == "Bound", timeout=60)
         core.delete_namespaced_persistent_volume_claim("first", namespace)
         wait_for("PV released", lambda: phase() == "Released", timeout=60)

@@ -167,7 +167,7 @@ def test_train_container_fails_the_step_for_every_failed_phase(cluster: Any, nam
                              workflow={"uid": f"argo-{namespace}-{name}"})
 
     with ThreadPoolExecutor(max_workers=len(cases)) as pool:
-        runs = dict(zip(cases, pool.map(run, cases)))
+        runs = dict(zip(cases, pool.map(run, cases), strict=True))
 
     assert runs["completes"].returncode == 0, runs["completes"].stderr
     assert runs["completes"].outputs["phase"] == "Completed"

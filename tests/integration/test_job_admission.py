@@ -24,8 +24,8 @@ TOLERATION = {"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoS
 FULL_ROLE = Role(replicas=2, image="img:2", resources=Resources(cpu="1500m", memory="3Gi", gpu=1), env={"A": "$(x) 'q'"},
                  node_selector={"accel": "t4"}, tolerations=(TOLERATION,), labels={"team": "ml"}, annotations={"n": "v"})
 FULL_JOB = JobOptions(name="full", queue="default", priority_class="high", min_available=5, max_retry=1,
-                      ttl_seconds_after_finished=0, image_pull_secrets=("regcred",), service_account="trainer",
-                      run_id="run-1", labels={"example.com/team": "ml"}, restart_on_pod_failure=False)
+                      ttl=0, image_pull_secrets=("regcred",), service_account="trainer",
+                      run_id="run-1", labels={"example.com/team": "ml"}, restart_on_failure=False)
 
 
 def shapes() -> dict[str, dict[str, Any]]:

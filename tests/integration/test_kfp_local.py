@@ -22,6 +22,7 @@ pytestmark = pytest.mark.integration
 kfp_local = pytest.importorskip("kfp.local", reason="the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
 
 import volcano_pipelines
+from tests.helpers.kfp_local import drop_unset_optional_inputs
 from volcano_pipelines.kfp import components
 from volcano_pipelines.kfp.pipelines import train_and_serve
 
@@ -30,32 +31,13 @@ RUN_LABEL = "volcano-pipelines/run"
 CODE_URL = "https://example.com/code/"  # never fetched: kwok runs no container
 
 
-def _drop_unset_optional_inputs() -> Any:
-    """kfp.local 2.17 casts every integer input with int(), also an optional one nobody set
-    (value None), and fails; KFP's backend leaves such an input out, so the function's own
-    default (None) applies. Do what the backend does. The train components have such inputs
-    (min_available)."""
-    from kfp.local import executor_input_utils
-
-    original = executor_input_utils.executor_input_to_dict
-
-    def to_dict(executor_input: Any, component_spec: Any) -> Any:
-        values = executor_input.inputs.parameter_values
-        for name in list(values):
-            if values[name].WhichOneof("kind") is None:
-                del values[name]
-        return original(executor_input, component_spec)
-
-    return to_dict
-
-
 @pytest.fixture
 def local_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """kfp.local in this process; task outputs under the returned directory. The task
     processes import the volcano_pipelines this test imports."""
     from kfp.local import config, executor_input_utils
 
-    monkeypatch.setattr(executor_input_utils, "executor_input_to_dict", _drop_unset_optional_inputs())
+    monkeypatch.setattr(executor_input_utils, "executor_input_to_dict", drop_unset_optional_inputs())
     source = str(Path(volcano_pipelines.__file__).resolve().parents[1])
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])))
     root = tmp_path / "kfp-outputs"

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from tests.integration.test_lifecycle_support import VPIPE
+from tests.helpers.vpipe import VPIPE
 from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.integration

@@ -14,12 +14,10 @@ from kubernetes import client
 from tests.cluster import behaviour
 from tests.integration.test_lifecycle_support import (  # noqa: F401
     Cluster,
-    finish,
     kube_fixture,
-    start,
     volcano_job,
-    vpipe,
 )
+from tests.helpers.vpipe import finish, start, vpipe
 from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.integration

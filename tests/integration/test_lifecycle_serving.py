@@ -19,8 +19,8 @@ from tests.integration.test_lifecycle_support import (  # noqa: F401
     kube_fixture,
     log_pvc_fixture,
     volcano_job,
-    vpipe,
 )
+from tests.helpers.vpipe import vpipe
 from tests.integration.waiting import wait_for
 from tests.unit.kube.tfserving_standin import standin, status_body
 
@@ -224,7 +224,7 @@ def test_model_status_through_the_api_server_service_proxy(kube: Cluster) -> Non
     object whose IP is this machine's, where the stand-in listens (kwok's pod IPs are fake,
     so the serve step's own pods cannot be proxied to here)."""
     from volcano_pipelines.k8s.client import connect
-    from volcano_pipelines.steps.serving import (
+    from volcano_pipelines.steps._serve import (
         _proxy_fetch,
         smoke_test,
         wait_model_available,

@@ -4,12 +4,8 @@ pipeline would, hand-made Volcano Jobs without the completion policy, the classi
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -18,35 +14,8 @@ from kubernetes import client
 from tests.cluster import behaviour
 from tests.integration.waiting import wait_for
 
-VPIPE = [sys.executable, "-c", "import sys; from volcano_pipelines.cli import main; sys.exit(main())"]
 VOLCANO = ("batch.volcano.sh", "v1alpha1")
 STORAGE_CLASS = "vpipe-test-manual"
-
-
-@dataclass
-class Run:
-    returncode: int
-    result: dict[str, Any] | None
-    stdout: str
-    stderr: str
-
-
-def start(kubeconfig: Any, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([*VPIPE, *args, "--kubeconfig", str(kubeconfig), "--json"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
-def finish(proc: subprocess.Popen, timeout: float = 240) -> Run:
-    stdout, stderr = proc.communicate(timeout=timeout)
-    try:
-        result = json.loads(stdout) if stdout.strip() else None
-    except json.JSONDecodeError:
-        result = None
-    return Run(proc.returncode, result, stdout, stderr)
-
-
-def vpipe(kubeconfig: Any, *args: str, timeout: float = 240) -> Run:
-    return finish(start(kubeconfig, *args), timeout)
 
 
 def volcano_job(name: str, namespace: str, *, ps: int = 1, workers: int = 2, labels: dict[str, str] | None = None,

@@ -19,8 +19,8 @@ from tests.integration.test_lifecycle_support import (
     Cluster,
     make_log_pvc,
     volcano_job,
-    vpipe,
 )
+from tests.helpers.vpipe import vpipe
 from tests.integration.test_rbac import (
     MANIFESTS,
     SERVICE_ACCOUNT,

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.trees import write_tree as _tree
 from tests.needs import unavailable
 from tests.storage.strace import durability_problems, parse, run_traced, strace_binary
 from tests.storage.trees import read_tree, temp_files
@@ -33,10 +34,6 @@ from volcano_pipelines.transfer.plan import RESERVED_DIR
 pytestmark = [pytest.mark.gluster, pytest.mark.timeout(600)]
 
 
-def _tree(root: Path, files: dict[str, bytes]) -> None:
-    for rel, data in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(data)
 
 
 def _traced_sync(tmp_path: Path, name: str, *args: str) -> list:  # type: ignore[type-arg]

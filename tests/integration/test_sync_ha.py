@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from tests.storage.trees import put_tree, read_tree, temp_files
-from volcano_pipelines.steps.staging import sync
+from volcano_pipelines.steps._sync import sync
 from volcano_pipelines.transfer.progress import Progress
 
 pytestmark = [pytest.mark.hdfs, pytest.mark.gluster, pytest.mark.timeout(300)]

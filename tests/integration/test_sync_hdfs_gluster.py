@@ -15,7 +15,7 @@ import pytest
 from tests.storage.harness import free_port
 from tests.storage.trees import age_dirs, hdfs_mtimes, put_tree, read_tree, temp_files
 from volcano_pipelines.errors import ClusterError, InputError
-from volcano_pipelines.steps.staging import SyncFailed, sync
+from volcano_pipelines.steps._sync import SyncFailed, sync
 
 pytestmark = [pytest.mark.hdfs, pytest.mark.gluster, pytest.mark.timeout(300)]
 

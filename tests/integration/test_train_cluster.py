@@ -11,33 +11,21 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from kubernetes import client
 
 from tests.cluster import behaviour
+from tests.helpers.vpipe import Run, finish, start, vpipe
 from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
 CODE_URL = "https://example.com/code/"  # never fetched: kwok runs no container
-VPIPE = [sys.executable, "-c", "import sys; from volcano_pipelines.cli import main; sys.exit(main())"]
-
-
-@dataclass
-class Run:
-    returncode: int
-    result: dict[str, Any] | None
-    stdout: str
-    stderr: str
-
-
 def _label_args(task: str, labels: dict[str, str]) -> list[str]:
     args: list[str] = []
     for key, value in labels.items():
@@ -45,28 +33,12 @@ def _label_args(task: str, labels: dict[str, str]) -> list[str]:
     return args
 
 
-def _start(cluster: Any, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [*VPIPE, *args, "--kubeconfig", str(cluster.kubeconfig), "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _finish(proc: subprocess.Popen, timeout: float = 240) -> Run:
-    stdout, stderr = proc.communicate(timeout=timeout)
-    result = None
-    if stdout.strip():
-        try:
-            result = json.loads(stdout)
-        except json.JSONDecodeError:
-            result = None
-    return Run(proc.returncode, result, stdout, stderr)
+def _start(cluster: Any, *args: str) -> subprocess.Popen[str]:
+    return start(cluster.kubeconfig, *args)
 
 
 def _vpipe(cluster: Any, *args: str, timeout: float = 240) -> Run:
-    return _finish(_start(cluster, *args), timeout)
+    return vpipe(cluster.kubeconfig, *args, timeout=timeout)
 
 
 class Observer:
@@ -149,7 +121,7 @@ def test_tf_ps_workers_complete(cluster, namespace: str) -> None:
     proc = _start(cluster, "train", "tf", "--name", name, "--namespace", namespace, "--ps", "1", "--workers", "2",
                   "--code-url", CODE_URL, *_label_args("worker", behaviour.run_for(4)))
     seen.watch(proc)
-    run = _finish(proc)
+    run = finish(proc)
     assert run.returncode == 0, run.stderr
     assert run.result is not None and run.result["phase"] == "Completed"
     assert run.result["name"] == name and run.result["namespace"] == namespace
@@ -194,7 +166,7 @@ def test_gang_that_cannot_fit_times_out_and_aborts(cluster, namespace: str) -> N
     proc = _start(cluster, "train", "tf", "--name", name, "--namespace", namespace, "--ps", "1", "--workers", "3",
                   "--gpus-per-worker", "4", "--code-url", CODE_URL, "--timeout", "25")
     seen.watch(proc)
-    run = _finish(proc)
+    run = finish(proc)
     assert run.returncode == 1, run.stderr
     assert run.result is not None and run.result["phase"] in ("Aborting", "Aborted")
     assert "timed out" in (run.result["message"] or "")
@@ -213,7 +185,7 @@ def test_mpi_master_completes(cluster, namespace: str) -> None:
     proc = _start(cluster, "train", "mpi", "--name", name, "--namespace", namespace, "--workers", "2",
                   "--command", "python train.py", "--code-url", CODE_URL)
     seen.watch(proc)
-    run = _finish(proc)
+    run = finish(proc)
     assert run.returncode == 0, run.stderr
     assert run.result is not None and run.result["phase"] == "Completed"
 
@@ -235,7 +207,7 @@ def test_failing_worker_retries_then_fails(cluster, namespace: str) -> None:
     proc = _start(cluster, "train", "tf", "--name", name, "--namespace", namespace, "--ps", "1", "--workers", "2",
                   "--code-url", CODE_URL, "--max-retry", "2", *_label_args("worker", behaviour.fail_with(3)))
     seen.watch(proc)
-    run = _finish(proc)
+    run = finish(proc)
     assert run.returncode == 1, run.stderr
     result = run.result
     assert result is not None and result["phase"] == "Failed"
@@ -262,7 +234,7 @@ def test_step_survives_apiserver_restart(cluster, namespace: str) -> None:
         wait_for("workers Running", lambda: sum(p.status.phase == "Running" for p in seen.poll()) == 3, timeout=120,
                   explain=seen.explain)
         plane.restart_apiserver(downtime=3)
-        run = _finish(proc)
+        run = finish(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -300,7 +272,7 @@ def test_sigterm_with_on_cancel_delete_removes_job(cluster, namespace: str) -> N
     wait_for("pods Running", lambda: sum(p.status.phase == "Running" for p in seen.poll()) == 3, timeout=120,
                   explain=seen.explain)
     proc.send_signal(signal.SIGTERM)
-    run = _finish(proc, timeout=60)
+    run = finish(proc, timeout=60)
     assert run.returncode != 0
     wait_for("job deleted", lambda: seen.job(name) is None, timeout=30)
     wait_for("pods deleted", lambda: not seen.pod_names(), timeout=60)

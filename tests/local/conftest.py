@@ -4,8 +4,6 @@ dataset, and checks on the process table."""
 
 from __future__ import annotations
 
-import functools
-import http.server
 import importlib.util
 import threading
 import time
@@ -16,16 +14,13 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.http_server import serve
+
 from volcano_pipelines.backends.local import LocalBackend, LocalSession
 from volcano_pipelines.local.processes import marked_processes
 from volcano_pipelines.volcano.status import FINAL_PHASES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
 
 @dataclass
@@ -35,14 +30,8 @@ class FileServer:
 
 
 def _serve(root: Path) -> Iterator[FileServer]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield FileServer(root, f"http://127.0.0.1:{server.server_address[1]}/")
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(root) as server:
+        yield FileServer(root, server.base + "/")
 
 
 @pytest.fixture(scope="session")

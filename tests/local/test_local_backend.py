@@ -59,7 +59,7 @@ esac
 def manifest(server_url: str, name: str, *, ps: int = 1, workers: int = 1, chief: bool = False, args: tuple[str, ...] = (),
              run_id: str | None = None, max_retry: int = 3, restart: bool = True) -> dict:
     spec = TFJobSpec(
-        job=JobOptions(name=name, run_id=run_id, max_retry=max_retry, restart_on_pod_failure=restart),
+        job=JobOptions(name=name, run_id=run_id, max_retry=max_retry, restart_on_failure=restart),
         code=CodeSource(url=server_url),
         ps=Role(replicas=ps),
         worker=Role(replicas=workers),

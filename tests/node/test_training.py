@@ -8,8 +8,6 @@ volume's FUSE mount; the data PVC is filled by the sync step from the test HDFS.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import subprocess
 import sys
@@ -22,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.http_server import serve
 from tests.images.fixtures import Images
 from tests.storage.trees import put_tree
 from volcano_pipelines.images import MPI_TRAINER_IMAGE, TENSORBOARD_IMAGE, TF_TRAINER_IMAGE
@@ -32,11 +31,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.contain
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 QUIET_TF = {"TF_CPP_MIN_LOG_LEVEL": "2"}
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -66,10 +60,8 @@ def code_url(node: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
         (root / example).symlink_to(EXAMPLES / example)
     (root / "fail").mkdir()
     (root / "fail" / "run.sh").write_text(FAIL_SH)
-    server = http.server.ThreadingHTTPServer((node.gateway_ip, 0), functools.partial(_Quiet, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://{node.gateway_ip}:{server.server_address[1]}"
-    server.shutdown()
+    with serve(root, host=node.gateway_ip) as server:
+        yield server.base
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,7 @@ class MiniHdfs:
             bufsize=1,
         )
         threading.Thread(target=self._reader, daemon=True).start()
-        self._wait_for(lambda l: l.startswith("READY"), timeout, "MiniDFSCluster start")
+        self._wait_for(lambda line: line.startswith("READY"), timeout, "MiniDFSCluster start")
 
     def _reader(self) -> None:
         assert self.proc and self.proc.stdout
@@ -163,7 +163,7 @@ class MiniHdfs:
             since = len(self._lines)
         self.proc.stdin.write(cmd + "\n")
         self.proc.stdin.flush()
-        self._wait_for(lambda l: l == f"OK {cmd}", timeout, cmd, since)
+        self._wait_for(lambda line: line == f"OK {cmd}", timeout, cmd, since)
 
     def failover(self) -> None:
         """HA only: nn1 becomes standby, nn2 active."""

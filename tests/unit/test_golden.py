@@ -9,7 +9,7 @@ import pytest
 
 from tests.golden_files import GOLDEN_DIR, check_golden
 from volcano_pipelines.manifest import to_yaml
-from volcano_pipelines.steps.train import render_mpi, render_tf
+from volcano_pipelines.steps._train import render_mpi, render_tf
 
 CASES: dict[str, Any] = {
     "tf-quickstart": lambda: render_tf("mnist", workers=10, code_url="http://files.example/mnist/", run_id="golden"),

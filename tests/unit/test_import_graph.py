@@ -12,7 +12,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "volcano_pipelines"
 PACKAGE = "volcano_pipelines"
 # Neutral modules every layer may use.
-NEUTRAL = {"errors", "images", "labels", "manifest", "progress", "__init__", "__main__"}
+NEUTRAL = {"backoff", "errors", "images", "labels", "manifest", "progress", "__init__", "__main__"}
 # package -> the packages it may import from (besides NEUTRAL and itself).
 ALLOWED: dict[str, set[str]] = {
     # volcano: the pure status readers progress lines are drawn from; kfp / argo: `vpipe
@@ -20,8 +20,9 @@ ALLOWED: dict[str, set[str]] = {
     # other way round); kube: pure value parsing (tolerations).
     "cli": {"steps", "volcano", "kube", "kfp", "argo"},
     "kfp": {"steps", "kube"},
-    # cli: the templates' containers run `vpipe`, so its flag spelling is their interface.
-    "argo": {"steps", "kube", "cli"},
+    # Front ends side by side: argo reads how `vpipe` spells a parameter from steps/spelling.py,
+    # never from the CLI's parser.
+    "argo": {"steps", "kube"},
     "steps": {"volcano", "kube", "backends", "transfer", "k8s", "lifecycle"},
     "backends": {"volcano", "kube", "k8s", "local"},
     "local": {"volcano", "kube"},
@@ -77,11 +78,13 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
     "transfer/plan.py": (450, "the pure planning rules (the march of source against destination) with the "
                               "deletion bounds; candidates to split: the glob filter"),
     "transfer/sources.py": (420, "HDFS (native and WebHDFS) and fsspec sources with their retry rules"),
-    "steps/staging.py": (520, "the sync step's argument checks, result and report; to split: the result type"),
+    "steps/_sync.py": (540, "the sync step's argument checks (and their help), result and report; to split: the result type"),
     "k8s/apps.py": (480, "Deployments, Services, scale, events and their watches for the lifecycle steps; "
                          "to split: the rollout watch"),
-    "steps/reaping.py": (620, "the reap step: one-shot and sweeper over Volcano jobs and the classic layout; "
+    "steps/_reap.py": (620, "the reap step: one-shot and sweeper over Volcano jobs and the classic layout; "
                               "to split: the sweeper loop from the step's argument handling"),
+    "steps/_serve.py": (420, "the serve step: argument checks, rollout wait, smoke test, rollback and pruning; "
+                              "to split: the TF Serving status client"),
     "argo/templates.py": (420, "every WorkflowTemplate (per step, train-and-serve, the CronWorkflow) built in one "
                                 "place from the step signatures; to split: the pipeline from the per-step templates"),
     "local/runner.py": (680, "the local backend's job state machine (Volcano's policies, gang start, restarts, "
@@ -94,3 +97,38 @@ def test_no_module_above_400_lines_without_a_reason() -> None:
     unexplained = {name: n for name, n in long.items() if n > 400 and name not in LONG_MODULES}
     too_long = {name: n for name, n in long.items() if name in LONG_MODULES and n > LONG_MODULES[name][0]}
     assert unexplained == {} and too_long == {}
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+    return out
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if layer(p) != "steps"], ids=lambda p: str(p.relative_to(SRC)))
+def test_step_modules_are_private(path: Path) -> None:
+    """Outside steps/, the steps are imported from `volcano_pipelines.steps` (and its
+    declarations, params and registry), never from a step's own module."""
+    private = sorted(name for name in _imported_modules(path) if name.startswith(f"{PACKAGE}.steps._"))
+    assert private == [], f"{path.relative_to(SRC)} imports {private}"
+
+
+# Values that were once written in several modules: each is now assigned in one place.
+DEFINED_ONCE = {
+    '"volcano.sh/job-name"': "labels.py",
+    'frozenset({"Completed"': "volcano/status.py",  # the phases FINAL_PHASES is built from
+    'Resources(cpu="500m", memory="512Mi")': "volcano/spec.py",
+    'TRAIN_STEP = "train"': "labels.py",
+}
+
+
+def test_constants_are_defined_once() -> None:
+    for text, home in DEFINED_ONCE.items():
+        found = sorted(str(p.relative_to(SRC)) for p in MODULES if text in p.read_text())
+        assert found == ([home] if home else []), (text, found)

@@ -1,7 +1,9 @@
 """A step's Argo parameters and the command line they become, derived from the step's one
-signature (steps/params.py: names, defaults, help) and from how `vpipe` spells each of them
-(the CLI parser, itself derived from the same signature). Nothing here lists parameters: a
-new step argument with a CLI flag becomes an Argo parameter on the next compile.
+signature (steps/params.py: names, types, defaults, help), its registry entry (steps/registry.py:
+the `vpipe` words, positional arguments, task names) and how `vpipe` spells each parameter
+(steps/spelling.py, which the CLI builds its flags from too). Nothing here lists parameters,
+and nothing reads the CLI's parser: a new step argument becomes an Argo parameter on the next
+compile.
 
 How a parameter reaches the command line is encoded as a SPEC word that the container's
 constant run script (`RUN_SCRIPT`) reads in pairs `SPEC VALUE`:
@@ -19,14 +21,15 @@ Values only ever travel as single argv words: no parameter is parsed by a shell.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import types
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from volcano_pipelines.steps.params import Param, params
+from volcano_pipelines.steps.params import Param, choices, params
+from volcano_pipelines.steps.spelling import FlagSpec, flag_spec, long_flag
 
 __all__ = ["FIXED_BY_POD", "Input", "StepCommand", "output_names", "step_command"]
 
@@ -54,7 +57,6 @@ class StepCommand:
     words: tuple[str, ...]  # e.g. ("train", "tf")
     inputs: tuple[Input, ...]
     fixed: tuple[tuple[str, str], ...]  # (flag, value) pairs every run gets, e.g. --run-id {{workflow.uid}}
-    left_out: tuple[str, ...]  # step parameters the CLI has no flag for (so no template can pass them)
 
     def args(self) -> list[str]:
         """The container args: SPEC VALUE pairs, program arguments (`+`) last, after `--`."""
@@ -88,21 +90,6 @@ def _dashes(name: str) -> str:
     return name.replace("_", "-")
 
 
-def _long_flag(action: argparse.Action) -> str:
-    return next(flag for flag in action.option_strings if flag.startswith("--"))
-
-
-def command_parser(words: Sequence[str]) -> argparse.ArgumentParser:
-    """The `vpipe` parser of a (sub)command, e.g. ("train", "tf")."""
-    from volcano_pipelines.cli import build_parser
-
-    parser = build_parser(words[0] if words else None)
-    for word in words:
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        parser = sub.choices[word]
-    return parser
-
-
 def _text(default: Any) -> str:
     if default is None:
         return ""
@@ -118,76 +105,72 @@ def _plain(help_text: str) -> str:
     return help_text.split(", e.g. {")[0]
 
 
-def _lines(help_text: str, action: argparse.Action) -> str:
-    item = action.metavar or "value"
-    return f"{_plain(help_text)} (one {item} per line)".strip()
+def _lines(help_text: str, metavar: str | None) -> str:
+    return f"{_plain(help_text)} (one {metavar or 'value'} per line)".strip()
 
 
-def _inputs_for(param: Param, actions: list[argparse.Action]) -> list[Input]:
-    out = []
-    for action in actions:
-        help_text = param.help or action.help or ""
-        default = None if param.required else _text(param.default)
-        if not action.option_strings:  # positional: SRC, DST; optional (nargs ?): reap's JOB
-            out.append(Input(_dashes(param.name), "_" if action.nargs == "?" else ".", default, help_text))
-        elif isinstance(action, argparse._StoreTrueAction):
-            out.append(Input(_dashes(param.name), "?" + _long_flag(action), default or "false", help_text, BOOL_VALUES))
-        elif isinstance(action, argparse._StoreFalseAction):
-            out.append(Input(_dashes(param.name), "!" + _long_flag(action), default or "true", help_text, BOOL_VALUES))
-        elif isinstance(action, argparse._AppendAction):
-            out.append(Input(_dashes(param.name), "*" + _long_flag(action), default or "", _lines(help_text, action)))
-        elif ":" in action.dest:  # one flag per task: --worker-cpu
-            flag = _long_flag(action)
-            task = action.dest.split(":", 1)[1]
-            out.append(Input(flag[2:], flag, "", f"{_plain(help_text)} ({task})"))
-        else:
-            choices = tuple(str(c) for c in action.choices) if action.choices else None
-            out.append(Input(_dashes(param.name), _long_flag(action), default, help_text, choices))
-    return out
+def _inputs_for(param: Param, spec: FlagSpec, *, positional: bool, tasks: Sequence[str]) -> list[Input]:
+    """The Argo parameters of one step parameter, spelled as `vpipe` spells it (steps/spelling.py)."""
+    name, help_text = _dashes(param.name), param.help
+    default = None if param.required else _text(param.default)
+    if positional:  # a word: sync's SRC and DST; optional (None by default): reap's JOB
+        return [Input(name, "_" if not param.required and param.default is None else ".", default, help_text)]
+    if spec.kind == "positional":  # the program's arguments, after `--`
+        return [Input(name, "+", "", f"{help_text} (one per line)".strip())]
+    flag = long_flag(spec) if spec.kind != "task_value" else ""
+    if spec.kind == "bool":
+        return [Input(name, "?" + flag, default or "false", help_text, BOOL_VALUES)]
+    if spec.kind == "negated":
+        return [Input(name, "!" + flag, default or "true", help_text, BOOL_VALUES)]
+    if spec.kind in ("list", "pairs", "task_pairs", "task_list"):
+        return [Input(name, "*" + flag, default or "", _lines(help_text, spec.metavar))]
+    if spec.kind == "task_value":  # one flag per task: --worker-cpu
+        return [Input(f"{task}-{spec.flags[0]}", f"--{task}-{spec.flags[0]}", "", f"{_plain(help_text)} ({task})")
+                for task in tasks]
+    values = choices(param.hint)
+    return [Input(name, flag, default, help_text, tuple(str(v) for v in values) if values else None)]
 
 
-def step_command(step: Callable[..., Any], words: Sequence[str], *, required: Sequence[str] = ()) -> StepCommand:
-    """The Argo parameters of `step` as run by `vpipe <words>`. `required`: parameters a
-    template must be given although the step has a default (e.g. a train step's timeout,
-    which bounds the pod's activeDeadlineSeconds)."""
-    from volcano_pipelines.cli import flags
-
-    parser = command_parser(words)
-    takes_extra = bool(parser.get_default("takes_extra"))
+def step_command(step: Callable[..., Any], words: Sequence[str], *, positional: Sequence[str] = (),
+                 tasks: Sequence[str] = (), required: Sequence[str] = ()) -> StepCommand:
+    """The Argo parameters of `step` as run by `vpipe <words>` (a registry entry's words,
+    positional parameters and task names). `required`: parameters a template must be given
+    although the step has a default (e.g. a train step's timeout, which bounds the pod's
+    activeDeadlineSeconds)."""
     inputs: list[Input] = []
     fixed: list[tuple[str, str]] = []
-    left_out: list[str] = []
     for param in params(step):
         if param.name in FIXED_BY_POD:
             continue
-        # cli/lifecycle.py spells one-pod resources (cpu, memory, gpus) as plain flags with dest plain_<name>.
-        actions = [a for a in parser._actions
-                   if a.dest in (param.name, f"plain_{param.name}") or a.dest.startswith(param.name + ":")]
-        if param.name == RUN_ID[0] and actions:
-            fixed.append((_long_flag(actions[0]), RUN_ID[1]))
+        spec = flag_spec(param)
+        if param.name == RUN_ID[0]:
+            fixed.append((long_flag(spec), RUN_ID[1]))
             continue
-        if not actions:
-            if takes_extra and flags.flag_for(step, param.name, ()) == "arguments after --":
-                inputs.append(Input(_dashes(param.name), "+", "", f"{param.help} (one per line)".strip()))
-            else:
-                left_out.append(param.name)
-            continue
-        for item in _inputs_for(param, actions):
+        for item in _inputs_for(param, spec, positional=param.name in positional, tasks=tasks):
             if item.name in required:
                 item = dataclasses.replace(item, default=None)
             inputs.append(item)
-    return StepCommand(tuple(words), tuple(inputs), tuple(fixed), tuple(left_out))
+    return StepCommand(tuple(words), tuple(inputs), tuple(fixed))
 
 
 # --- outputs -------------------------------------------------------------------------------
 
-_SCALARS = {"str", "int", "float", "bool", "None"}
-_ZERO: dict[str, Any] = {"str": "", "int": 0, "float": 0.0, "bool": False}
+_SCALARS = (str, int, float, bool, type(None))
 
 
-def _is_scalar(annotation: Any) -> bool:
-    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
-    return all(part.strip() in _SCALARS for part in text.split("|"))
+def _arms(hint: Any) -> tuple[Any, ...]:
+    """`str | None` -> (str, NoneType); any other hint -> (hint,)."""
+    return typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+
+
+def _is_scalar(hint: Any) -> bool:
+    return all(arm in _SCALARS for arm in _arms(hint))
+
+
+def _zero(hint: Any) -> Any:
+    """A placeholder value of a required field's type, to build a sample result."""
+    arm = next((a for a in _arms(hint) if a is not type(None)), None)
+    return arm() if arm in (str, int, float, bool) else None
 
 
 def output_names(step: Callable[..., Any]) -> list[str]:
@@ -195,14 +178,15 @@ def output_names(step: Callable[..., Any]) -> list[str]:
     parameter. Read from the step's return type: the dataclass fields, plus what to_dict()
     adds (SyncResult.ok)."""
     result_type = typing.get_type_hints(step)["return"]
-    fields = {f.name: f for f in dataclasses.fields(result_type)}
+    hints = typing.get_type_hints(result_type)
+    fields = {f.name for f in dataclasses.fields(result_type)}
     sample = result_type(**{
-        name: _ZERO.get(str(f.type).split("|")[0].strip()) for name, f in fields.items()
+        f.name: _zero(hints[f.name]) for f in dataclasses.fields(result_type)
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     })
     out = []
     for key, value in sample.to_dict().items():
-        scalar = _is_scalar(fields[key].type) if key in fields else isinstance(value, (str, int, float, bool))
+        scalar = _is_scalar(hints[key]) if key in fields else isinstance(value, (str, int, float, bool))
         if scalar:
             out.append(_dashes(key))
     return out

@@ -24,8 +24,10 @@ from hera.workflows.models import (
     Backoff,
     DAGTask,
     DAGTemplate,
+    IntOrString,
     Outputs,
     PersistentVolumeClaimVolumeSource,
+    Quantity,
     ResourceRequirements,
     TemplateRef,
     Volume,
@@ -51,6 +53,7 @@ from volcano_pipelines.argo.inputs import (
 )
 from volcano_pipelines.images import RUNTIME_IMAGE
 from volcano_pipelines.labels import RUN_LABEL
+from volcano_pipelines.steps.registry import ARGO, steps_for
 
 __all__ = [
     "DEADLINE_MARGIN_SECONDS",
@@ -74,7 +77,7 @@ DEADLINE_MARGIN_SECONDS = 120
 # another try, and safe, because a retried step attaches to the job of its run
 # ({{workflow.uid}}) and sync is incremental. 1 (the work failed) and 2 (bad input) are final.
 RETRY = RetryStrategy(limit="3", retry_policy="OnFailure", expression="asInt(lastRetry.exitCode) == 3",
-                      backoff=Backoff(duration="30s", factor="2"))
+                      backoff=Backoff(duration="30s", factor=IntOrString(root="2")))
 # What manifests/ creates: the defaults of the pipeline's wiring.
 PIPELINE_DEFAULTS = {"data-pvc": "vpipe-data", "log-pvc": "vpipe-logs", "queue": "vpipe"}
 
@@ -137,31 +140,29 @@ class StepSpec:
     step: Callable[..., Any]
     words: tuple[str, ...]  # vpipe command words
     required: tuple[str, ...] = ()  # parameters a template needs although the step has a default
+    positional: tuple[str, ...] = ()  # parameters given as words (the registry's)
+    tasks: tuple[str, ...] = ()  # task names of per-task flags (the registry's)
     mounts_data: bool = False  # the step itself writes into the data PVC
     requests: tuple[tuple[str, str], ...] = (("cpu", "100m"), ("memory", "256Mi"))
 
 
-def _steps() -> dict[str, StepSpec]:
-    # From their modules: `from volcano_pipelines.steps import sync` yields the submodule
-    # once anything has imported volcano_pipelines.steps.staging (the package attribute wins).
-    from volcano_pipelines.steps.boards import tensorboard
-    from volcano_pipelines.steps.reaping import reap
-    from volcano_pipelines.steps.serving import serve
-    from volcano_pipelines.steps.staging import sync
-    from volcano_pipelines.steps.train import train_mpi, train_tf
+# What only Argo needs to know about a step, by registry name (steps/registry.py): a train step
+# and reap need a timeout (Argo needs a finite activeDeadlineSeconds: timeout + margin; reap
+# waits for its job, a sweep runs until stopped); sync writes into the data PVC.
+_ARGO_OPTIONS: dict[str, dict[str, Any]] = {
+    "sync": {"mounts_data": True, "requests": (("cpu", "1"), ("memory", "1Gi"))},
+    "train_tf": {"required": ("timeout",)},
+    "train_mpi": {"required": ("timeout",)},
+    "reap": {"required": ("timeout",)},
+}
 
+
+def _steps() -> dict[str, StepSpec]:
+    """One template per Argo step of the registry, named after its `vpipe` words."""
     return {
-        spec.template: spec
-        for spec in (
-            StepSpec("sync", sync, ("sync",), mounts_data=True, requests=(("cpu", "1"), ("memory", "1Gi"))),
-            # Argo needs a finite activeDeadlineSeconds (timeout + margin): the timeout is required.
-            StepSpec("train-tf", train_tf, ("train", "tf"), required=("timeout",)),
-            StepSpec("train-mpi", train_mpi, ("train", "mpi"), required=("timeout",)),
-            # reap waits for its job (a sweep runs until stopped) unless it has a timeout; Argo needs one.
-            StepSpec("reap", reap, ("reap",), required=("timeout",)),
-            StepSpec("tensorboard", tensorboard, ("tensorboard",)),
-            StepSpec("serve", serve, ("serve",)),
-        )
+        item.template: StepSpec(item.template, item.function(), item.words, positional=item.positional,
+                                tasks=item.tasks, **_ARGO_OPTIONS.get(item.name, {}))
+        for item in steps_for(ARGO)
     }
 
 
@@ -171,7 +172,7 @@ DATA_PVC_INPUT = Input("data-pvc", "", PIPELINE_DEFAULTS["data-pvc"],
 
 
 def command(spec: StepSpec) -> StepCommand:
-    return step_command(spec.step, spec.words, required=spec.required)
+    return step_command(spec.step, spec.words, positional=spec.positional, tasks=spec.tasks, required=spec.required)
 
 
 def _parameter(item: Input) -> Parameter:
@@ -200,7 +201,6 @@ def step_template(spec: StepSpec) -> Container:
                          description="the step's result as JSON (vpipe --json)")]
     outputs += [Parameter(name=name, value_from=ValueFromModel(path=f"{OUT_DIR}/outputs/{name}", default=""))
                 for name in output_names(spec.step)]
-    requests = dict(spec.requests)
     return Container(
         name=spec.template,
         image=RUNTIME_IMAGE,
@@ -211,9 +211,15 @@ def step_template(spec: StepSpec) -> Container:
         outputs=outputs,
         active_deadline_seconds=deadline,
         retry_strategy=RETRY,
-        resources=ResourceRequirements(requests=requests, limits={"memory": requests["memory"]}),
+        resources=_resources(dict(spec.requests)),
         **mounts,
     )
+
+
+def _resources(requests: dict[str, str]) -> ResourceRequirements:
+    """Requests, and memory's as the limit (CPU is not limited: a CPU limit throttles)."""
+    return ResourceRequirements(requests={k: Quantity(root=v) for k, v in requests.items()},
+                                limits={"memory": Quantity(root=requests["memory"])})
 
 
 def step_workflow_template(spec: StepSpec) -> WorkflowTemplate:
@@ -339,7 +345,7 @@ def train_and_serve() -> WorkflowTemplate:
         command=["sh", "-c", REPORT_SCRIPT, "vpipe-report"],
         args=["{{workflow.name}}", "{{workflow.status}}", "{{workflow.failures}}", "{{workflow.parameters.name}}",
               "{{workflow.namespace}}"],
-        resources=ResourceRequirements(requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "256Mi"}),
+        resources=_resources({"cpu": "100m", "memory": "256Mi"}),
     )
     cleanup = Resource(
         name="cleanup",

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 Job = dict[str, Any]
 Pod = dict[str, Any]
 # What stopping a step does to its job: delete it, abort it (kept as Aborted), or keep it running.
-ON_CANCEL_CHOICES = ("delete", "abort", "keep")
+OnCancel = Literal["delete", "abort", "keep"]
+ON_CANCEL_CHOICES: tuple[str, ...] = get_args(OnCancel)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """`vpipe`: the command-line front end. Each command group lives in its own module that
 exposes `register(subparsers)`; the handler it sets returns an exit code. No logic here:
-arguments are translated to step calls, errors to exit codes (DESIGN.md)."""
+arguments are translated to step calls, errors to exit codes (docs/design.md)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from volcano_pipelines import __version__
 from volcano_pipelines.errors import EXIT_BAD_INPUT, EXIT_OK, VpipeError
@@ -39,7 +40,7 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)  # `--gpus` must not silently mean `--gpus-per-worker`
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
-    def error(self, message: str) -> None:  # argparse exits 2 too; keep the message one line
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep the message one line
         self.print_usage(sys.stderr)
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 

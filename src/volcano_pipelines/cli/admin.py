@@ -1,5 +1,5 @@
 """`vpipe pv reuse` and `vpipe namespace prepare`: flags in, one admin step call
-(steps/admin.py), output.
+(steps/_admin.py), output.
 
     vpipe pv reuse PV --for PVC [-n NS]
         re-bind a Released PersistentVolume (reclaimPolicy Retain: a dataset, checkpoints) to
@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from volcano_pipelines.errors import EXIT_OK
-from volcano_pipelines.steps.admin import namespace_prepare, pv_reuse
+from volcano_pipelines.steps import namespace_prepare, pv_reuse
 
 __all__ = ["register"]
 
@@ -31,7 +31,7 @@ def _cluster_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pv = subparsers.add_parser("pv", help="admin: PersistentVolume helpers")
     pv_commands = pv.add_subparsers(dest="pv_command", required=True, parser_class=type(pv))
     reuse = pv_commands.add_parser(

@@ -18,7 +18,7 @@ __all__ = ["FRONT_ENDS", "all_artifacts", "register", "stale"]
 FRONT_ENDS = ("volcano_pipelines.kfp.compile", "volcano_pipelines.argo.compile")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "compile",
         help="write the generated pipeline artifacts (components/*.yaml, pipelines/*.yaml)",

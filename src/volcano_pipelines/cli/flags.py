@@ -1,89 +1,28 @@
 """Step parameters -> argparse flags. The flag set and every help text are derived from the
-step's signature and docstring (steps/params.py); this module only says how a parameter is
-spelled on a command line. Translation only: no decisions about values."""
+step's signature and docstring (steps/params.py), each flag's spelling from steps/spelling.py
+(which the Argo templates read too). Translation only: no decisions about values."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps.params import Param, params
+from volcano_pipelines.steps.params import Param, choices, item_hint, params, scalar_type
+from volcano_pipelines.steps.spelling import WORKER_ALIASES, FlagSpec, flag_spec
 
-__all__ = ["FlagSpec", "add_step_flags", "flag_for", "step_kwargs"]
-
-
-@dataclass(frozen=True)
-class FlagSpec:
-    """How one parameter is spelled. kind: value | bool | negated | list | pairs | task_pairs |
-    task_value | positional | skip."""
-
-    kind: str
-    flags: tuple[str, ...] = ()
-    metavar: str | None = None
-    group: str = "job"
+__all__ = ["FlagSpec", "add_step_flags", "flag_for", "scalar_flag_type", "step_kwargs"]
 
 
-# Spellings that differ from the plain `--<param-with-dashes> VALUE`.
-SPELLING: dict[str, FlagSpec] = {
-    "name": FlagSpec("value", ("--name",)),
-    "namespace": FlagSpec("value", ("-n", "--namespace")),
-    "restart_on_failure": FlagSpec("negated", ("--no-restart-on-failure",)),
-    "wait": FlagSpec("negated", ("--no-wait",), group="run"),
-    "image_pull_secrets": FlagSpec("list", ("--image-pull-secret",), "SECRET"),
-    "labels": FlagSpec("pairs", ("--label",), "KEY=VALUE"),
-    "env": FlagSpec("task_pairs", ("--env",), "[TASK:]NAME=VALUE", "per task"),
-    "pod_labels": FlagSpec("task_pairs", ("--pod-label",), "[TASK:]KEY=VALUE", "per task"),
-    "pod_annotations": FlagSpec("task_pairs", ("--pod-annotation",), "[TASK:]KEY=VALUE", "per task"),
-    "node_selector": FlagSpec("task_pairs", ("--node-selector",), "[TASK:]KEY=VALUE", "per task"),
-    "tolerations": FlagSpec("task_list", ("--toleration",), "[TASK:]KEY[=VALUE]:EFFECT", "per task"),
-    "task_images": FlagSpec("task_value", ("image",), "IMAGE", "per task"),
-    "cpu": FlagSpec("task_value", ("cpu",), "CPU", "per task"),
-    "memory": FlagSpec("task_value", ("memory",), "MEMORY", "per task"),
-    "gpus": FlagSpec("task_value", ("gpus",), "N", "per task"),
-    "args": FlagSpec("positional"),
-    "command": FlagSpec("value", ("--command",), "'PROGRAM ARGS'"),
-    "mpiexec_args": FlagSpec("list", ("--mpiexec-arg",), "ARG"),
-}
-# The same parameters on a step with one kind of pod (tensorboard): no TASK: prefix.
-FLAT_SPELLING: dict[str, FlagSpec] = {
-    "node_selector": FlagSpec("pairs", ("--node-selector",), "KEY=VALUE"),
-    "tolerations": FlagSpec("list", ("--toleration",), "KEY[=VALUE]:EFFECT"),
-}
-RUN_PARAMS = frozenset({"backend", "kubeconfig", "context", "timeout", "on_cancel", "dry_run", "log_lines", "local_dir",
-                        "local_data_dir", "local_log_dir"})
-# Per-task flags users know from the old launchers: --cpu-per-worker is --worker-cpu.
-WORKER_ALIASES = {"cpu": "--cpu-per-worker", "memory": "--memory-per-worker", "gpus": "--gpus-per-worker"}
-_TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "str": str}
-
-
-def _scalar_type(annotation: str) -> Callable[[str], Any]:
-    return _TYPES.get(annotation.replace(" | None", "").strip(), str)
-
-
-def _per_task(annotation: str) -> bool:
-    return annotation.startswith(("Mapping[str, Mapping", "Mapping[str, Sequence"))
-
-
-def _spec(param: Param) -> FlagSpec:
-    if param.name in FLAT_SPELLING and not _per_task(param.annotation):
-        return FLAT_SPELLING[param.name]
-    if param.name in SPELLING:
-        return SPELLING[param.name]
-    group = "run" if param.name in RUN_PARAMS else "job"
-    flag = "--" + param.name.replace("_", "-")
-    if param.annotation == "bool":
-        return FlagSpec("bool" if not param.default else "negated", (flag if not param.default else f"--no-{flag[2:]}",),
-                        group=group)
-    if param.annotation.startswith("Sequence"):
-        return FlagSpec("list", (flag,), group=group)
-    return FlagSpec("value", (flag,), group=group)
+def scalar_flag_type(hint: Any) -> Callable[[str], Any]:
+    """What argparse turns the flag's text into: int and float as such, anything else a string."""
+    kind = scalar_type(hint)
+    return kind if kind in (int, float) else str
 
 
 def add_step_flags(parser: argparse.ArgumentParser, step: Callable[..., Any], tasks: Sequence[str],
-                   choices: Mapping[str, Sequence[str]] | None = None, skip: Iterable[str] = ()) -> None:
+                   skip: Iterable[str] = ()) -> None:
     """One flag (or one per task) for each parameter of `step`, with the docstring's help."""
     groups: dict[str, argparse._ArgumentGroup] = {}
 
@@ -97,7 +36,7 @@ def add_step_flags(parser: argparse.ArgumentParser, step: Callable[..., Any], ta
     for param in params(step):
         if param.name in skipped:
             continue
-        spec = _spec(param)
+        spec = flag_spec(param)
         shown = not param.required and param.default is not None and not isinstance(param.default, bool) and param.default != ""
         default_text = f" (default {param.default})" if shown else ""
         text = param.help + default_text
@@ -105,9 +44,9 @@ def add_step_flags(parser: argparse.ArgumentParser, step: Callable[..., Any], ta
         if spec.kind == "positional":
             continue  # after `--`: see cli.__init__
         if spec.kind == "value":
-            group(spec.group).add_argument(*spec.flags, dest=dest, type=_scalar_type(param.annotation), metavar=spec.metavar,
+            group(spec.group).add_argument(*spec.flags, dest=dest, type=scalar_flag_type(param.hint), metavar=spec.metavar,
                                            default=param.default, required=param.required,
-                                           choices=(choices or {}).get(param.name), help=text)
+                                           choices=choices(param.hint), help=text)
         elif spec.kind == "bool":
             group(spec.group).add_argument(*spec.flags, dest=dest, action="store_true", help=text)
         elif spec.kind == "negated":
@@ -116,7 +55,7 @@ def add_step_flags(parser: argparse.ArgumentParser, step: Callable[..., Any], ta
             group(spec.group).add_argument(*spec.flags, dest=dest, action="append", default=None, metavar=spec.metavar,
                                            help=text + " (repeatable)")
         elif spec.kind == "task_value":
-            value_type = _scalar_type(param.annotation.split(",")[-1].rstrip("] |None").strip())
+            value_type = scalar_flag_type(item_hint(param.hint))
             for task in tasks:
                 flags = [f"--{task}-{spec.flags[0]}"]
                 if task in ("worker", "mpiworker") and param.name in WORKER_ALIASES:
@@ -132,7 +71,7 @@ def flag_for(step: Callable[..., Any], field: str, tasks: Sequence[str]) -> str 
     known = {p.name: p for p in params(step)}
     if name not in known:
         return None
-    spec = _spec(known[name])
+    spec = flag_spec(known[name])
     if spec.kind == "positional":
         return "arguments after --"
     if spec.kind == "task_value":
@@ -167,7 +106,7 @@ def step_kwargs(args: argparse.Namespace, step: Callable[..., Any], tasks: Seque
     out: dict[str, Any] = {}
     values = vars(args)
     for param in params(step):
-        spec = _spec(param)
+        spec = flag_spec(param)
         flag = spec.flags[-1] if spec.flags else ""
         if spec.kind == "positional":
             out[param.name] = list(extra)

@@ -13,42 +13,34 @@ from volcano_pipelines.cli import flags
 from volcano_pipelines.cli.progress import configure_logging, make_progress
 from volcano_pipelines.errors import EXIT_FAILED, EXIT_OK, InputError
 from volcano_pipelines.manifest import to_yaml
-from volcano_pipelines.steps import reaping as reap_step
-from volcano_pipelines.steps import serving as serve_step
-from volcano_pipelines.steps import boards as tensorboard_step
+from volcano_pipelines import steps
 from volcano_pipelines.steps.params import params
 
-CHOICES = {
-    "on_failure": reap_step.ON_FAILURE_CHOICES,
-    "service_type": tensorboard_step.SERVICE_TYPES,
-    "version_policy": ("latest", "all", "specific"),
-    "target": serve_step.TARGETS,
-}
 # Resource parameters are per task for training (--worker-cpu); these steps run one kind of
 # pod, so they are plain flags here.
 PLAIN = ("cpu", "memory", "gpus")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     reap = subparsers.add_parser(
         "reap", help="finish training jobs whose parameter servers outlive the workers",
         description="Finish training jobs whose parameter servers keep running after the completion task succeeded: "
                     "one Volcano Job (JOB), or a sweep of everything matching --selector.",
         usage="vpipe reap JOB [-n NAMESPACE] [flags]  |  vpipe reap --selector SELECTOR [--all-namespaces] [--once] [flags]")
-    reap.add_argument("job", nargs="?", metavar="JOB", help=_help(reap_step.reap, "job"))
-    _add(reap, reap_step.reap, skip={"job"})
+    reap.add_argument("job", nargs="?", metavar="JOB", help=_help(steps.reap, "job"))
+    _add(reap, steps.reap, skip={"job"})
     reap.set_defaults(handler=_reap, parser=reap)
 
     board = subparsers.add_parser(
         "tensorboard", help="TensorBoard over the training logs; prints the URL",
         usage="vpipe tensorboard --name NAME --log-pvc PVC [--logdir PATH] [--job JOB | --ttl S] [flags]")
-    _add(board, tensorboard_step.tensorboard)
+    _add(board, steps.tensorboard)
     board.set_defaults(handler=_tensorboard, parser=board)
 
     serve = subparsers.add_parser(
         "serve", help="serve the exported model with TF Serving (or render a KServe InferenceService)",
         usage="vpipe serve --name NAME --pvc PVC [--model-name M] [--model-dir-local DIR] [--smoke-payload JSON] [flags]")
-    _add(serve, serve_step.serve)
+    _add(serve, steps.serve)
     serve.set_defaults(handler=_serve, parser=serve)
 
 
@@ -58,12 +50,12 @@ def _help(step: Callable[..., Any], name: str) -> str:
 
 def _add(parser: argparse.ArgumentParser, step: Callable[..., Any], skip: set[str] | None = None) -> None:
     known = {p.name: p for p in params(step)}
-    flags.add_step_flags(parser, step, (), CHOICES, skip=(skip or set()) | set(PLAIN))
+    flags.add_step_flags(parser, step, (), skip=(skip or set()) | set(PLAIN))
     group = parser.add_argument_group("resources")
     for name in PLAIN:
         if name in known:
             param = known[name]
-            kind = int if param.annotation.startswith("int") else str
+            kind = flags.scalar_flag_type(param.hint)
             group.add_argument(f"--{name}", dest=f"plain_{name}", type=kind, default=param.default,
                                help=f"{param.help} (default {param.default})")
     output = parser.add_argument_group("output")
@@ -99,8 +91,8 @@ def _call(args: argparse.Namespace, step: Callable[..., Any], kwargs: dict[str, 
 
 
 def _reap(args: argparse.Namespace) -> int:
-    kwargs = _kwargs(args, reap_step.reap, skip=("job",))
-    result: reap_step.ReapResult = _call(args, reap_step.reap, {"job": args.job, **kwargs}, {"job": "JOB"})
+    kwargs = _kwargs(args, steps.reap, skip=("job",))
+    result: steps.ReapResult = _call(args, steps.reap, {"job": args.job, **kwargs}, {"job": "JOB"})
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:
@@ -116,8 +108,8 @@ def _reap(args: argparse.Namespace) -> int:
 
 
 def _tensorboard(args: argparse.Namespace) -> int:
-    result: tensorboard_step.TensorboardResult = _call(args, tensorboard_step.tensorboard,
-                                                       _kwargs(args, tensorboard_step.tensorboard), {})
+    result: steps.TensorboardResult = _call(args, steps.tensorboard,
+                                                       _kwargs(args, steps.tensorboard), {})
     if result.manifests is not None and not args.json:
         sys.stdout.write(to_yaml(result.manifests))
         print(f"dry run: tensorboard {result.namespace}/{result.name} was not created", file=sys.stderr)
@@ -136,10 +128,10 @@ def _tensorboard(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    kwargs = _kwargs(args, serve_step.serve)
+    kwargs = _kwargs(args, steps.serve)
     if kwargs.get("versions"):
         kwargs["versions"] = [_version(v) for v in kwargs["versions"]]
-    result: serve_step.ServeResult = _call(args, serve_step.serve, kwargs, {})
+    result: steps.ServeResult = _call(args, steps.serve, kwargs, {})
     if result.manifests is not None and not args.json:
         sys.stdout.write(to_yaml(result.manifests))
         print(result.message, file=sys.stderr)

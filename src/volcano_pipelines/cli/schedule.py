@@ -12,7 +12,7 @@ from volcano_pipelines.errors import EXIT_OK, InputError
 __all__ = ["register"]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     schedule = subparsers.add_parser("schedule", help="schedule recurring pipeline runs (retraining)")
     targets = schedule.add_subparsers(dest="target", required=True, parser_class=type(schedule))
     p = targets.add_parser(

@@ -12,19 +12,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from volcano_pipelines.errors import EXIT_OK, InputError, VpipeError
-from volcano_pipelines.steps.staging import (
-    DEFAULT_DURABILITY,
-    DEFAULT_MAX_DELETE,
-    DEFAULT_STREAMS,
-    DEFAULT_TRANSFERS,
-    DURABILITY_MODES,
-    TransferProgress,
-    display_path,
-    quoted_path,
-)
+from volcano_pipelines.steps import DEFAULT_MAX_DELETE, DEFAULT_TRANSFERS, TransferProgress, display_path, quoted_path
+from volcano_pipelines.steps import sync as sync_step
+from volcano_pipelines.steps import DEFAULT_DURABILITY, DEFAULT_STREAMS, DURABILITY_MODES
+from volcano_pipelines.steps.params import params
 
 if TYPE_CHECKING:
-    from volcano_pipelines.steps.staging import SyncResult
+    from volcano_pipelines.steps import SyncResult
 
 LOG_EVERY_SECONDS = 10.0
 log = logging.getLogger("volcano_pipelines.sync")
@@ -55,44 +49,39 @@ FLAGS: dict[str, str] = {
 }
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "sync",
         help="stage a dataset from HDFS / WebHDFS / a directory into a mounted volume",
         description="Copy new and changed files from SRC (hdfs://, viewfs://, webhdfs://, file://, "
         "a path) into the directory DST (the mounted PVC): parallel, atomic, verified.",
     )
-    p.add_argument("src", help="hdfs://nn:8020/path, hdfs://nameservice/path, viewfs://..., webhdfs://host:9870/path, file:///path")
-    p.add_argument("dst", help="destination directory (the mounted volume)")
-    p.add_argument("--include", action="append", default=[], metavar="GLOB", help="only files matching (repeatable); '**' crosses directories")
-    p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="skip files matching (repeatable)")
-    p.add_argument("--checksum", action="store_true", help="compare and verify by content hash, not size + mtime")
-    p.add_argument("--delete", action="store_true", help="remove destination files that are not in the source")
-    p.add_argument("--max-delete", default=DEFAULT_MAX_DELETE, metavar="N|P%",
-                   help="with --delete, refuse (exit 2, nothing changed) a plan that deletes more than N files or "
-                        f"P%% of the destination's files (default {DEFAULT_MAX_DELETE}%); a source that selects no "
-                        "file never deletes without --force-delete")
-    p.add_argument("--force-delete", action="store_true",
-                   help="with --delete, delete whatever the plan says, even everything (no --max-delete, no empty-source check)")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    p.add_argument("--full-scan", action="store_true",
-                   help="read every destination directory instead of reusing the listings of unchanged ones "
-                        "(DST/.vpipe/scan-cache.json); also finds files edited in place by other writers")
-    p.add_argument("--transfers", type=int, default=DEFAULT_TRANSFERS, help=f"parallel file transfers (default {DEFAULT_TRANSFERS})")
-    p.add_argument("--shards", type=int, default=0, metavar="N", help="write N manifests balanced by bytes under DST/.vpipe/shards/")
-    p.add_argument("--chunk-mib", type=int, default=8, help="streaming chunk size in MiB, 1 to 256 (default 8)")
-    p.add_argument("--streams", type=int, default=DEFAULT_STREAMS,
-                   help=f"ranges of one large file read in parallel, 1 to 16 (default {DEFAULT_STREAMS})")
-    p.add_argument("--durability", default=DEFAULT_DURABILITY, metavar="|".join(DURABILITY_MODES),
-                   help="when data reaches stable storage, always before the file gets its final name: file (fsync "
-                        "each file), batch (flush the files written meanwhile together), none (no fsync: after a "
-                        f"crash a file may be empty under its name) (default {DEFAULT_DURABILITY})")
+    # Each flag's help is the step's own (its docstring); argparse formats help with %.
+    docs = {param.name: param for param in params(sync_step)}
+
+    def text(name: str) -> str:
+        param = docs[name]
+        shown = f" (default {param.default})" if param.default not in (None, False, (), "") else ""
+        return (param.help + shown).replace("%", "%%")
+
+    p.add_argument("src", help=text("src"))
+    p.add_argument("dst", help=text("dst"))
+    p.add_argument("--include", action="append", default=[], metavar="GLOB", help=text("include"))
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help=text("exclude"))
+    p.add_argument("--checksum", action="store_true", help=text("checksum"))
+    p.add_argument("--delete", action="store_true", help=text("delete"))
+    p.add_argument("--max-delete", default=DEFAULT_MAX_DELETE, metavar="N|P%", help=text("max_delete"))
+    p.add_argument("--force-delete", action="store_true", help=text("force_delete"))
+    p.add_argument("--dry-run", action="store_true", help=text("dry_run"))
+    p.add_argument("--full-scan", action="store_true", help=text("full_scan"))
+    p.add_argument("--transfers", type=int, default=DEFAULT_TRANSFERS, help=text("transfers"))
+    p.add_argument("--shards", type=int, default=0, metavar="N", help=text("shards"))
+    p.add_argument("--chunk-mib", type=int, default=8, help=text("chunk_mib"))
+    p.add_argument("--streams", type=int, default=DEFAULT_STREAMS, help=text("streams"))
+    p.add_argument("--durability", default=DEFAULT_DURABILITY, metavar="|".join(DURABILITY_MODES), help=text("durability"))
     auth = p.add_argument_group("HDFS access")
-    auth.add_argument("--user", help="simple-auth user (default: $HADOOP_USER_NAME or the login user)")
-    auth.add_argument("--kerberos-principal", help="Kerberos principal (with --kerberos-keytab, or a ticket cache)")
-    auth.add_argument("--kerberos-keytab", help="keytab file for --kerberos-principal")
-    auth.add_argument("--kerberos-ccache", help="Kerberos ticket cache (default: KRB5CCNAME)")
-    auth.add_argument("--hadoop-conf-dir", help="directory with core-site.xml / hdfs-site.xml (default: $HADOOP_CONF_DIR)")
+    for name in ("user", "kerberos_principal", "kerberos_keytab", "kerberos_ccache", "hadoop_conf_dir"):
+        auth.add_argument("--" + name.replace("_", "-"), help=text(name))
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(handler=_sync)
@@ -196,7 +185,7 @@ class _Printer(TransferProgress):
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from volcano_pipelines.steps.staging import DeletionRefused, SyncFailed, SyncInterrupted, sync
+    from volcano_pipelines.steps import DeletionRefused, SyncFailed, SyncInterrupted, sync
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
     printer = _Printer(sys.stderr, args.quiet)
@@ -237,7 +226,7 @@ def _sync(args: argparse.Namespace) -> int:
 def cli_message(err: VpipeError) -> str:
     """The error as the user should read it: flags and positional names (FLAGS) instead
     of the step's keyword parameters, with the value as given."""
-    from volcano_pipelines.steps.staging import DeletionRefused
+    from volcano_pipelines.steps import DeletionRefused
 
     if isinstance(err, DeletionRefused):
         return err.describe(f"{FLAGS['max_delete']} {{}}", FLAGS["force_delete"])
@@ -250,7 +239,7 @@ def _fail(args: argparse.Namespace, result: SyncResult | None, message: str, cod
     """The report (what was done; with --json always, with the error in it), then the
     error line on stderr: a failed run says what it did, docs/sync.md."""
     if result is None and args.json:
-        from volcano_pipelines.steps.staging import SyncResult
+        from volcano_pipelines.steps import SyncResult
 
         result = SyncResult(src=args.src, dst=args.dst, dry_run=args.dry_run)
     if result is not None:

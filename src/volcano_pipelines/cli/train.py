@@ -13,20 +13,18 @@ from typing import Any
 from volcano_pipelines.cli import flags
 from volcano_pipelines.errors import EXIT_FAILED, EXIT_OK, InputError
 from volcano_pipelines.manifest import to_yaml
-from volcano_pipelines.steps import train as train_step
-from volcano_pipelines.steps.results import TrainResult
-from volcano_pipelines.steps.train_spec import MPI_TASKS, TF_TASKS
+from volcano_pipelines import steps
+from volcano_pipelines.steps import MPI_TASKS, TF_TASKS, TrainResult
 
 KINDS: dict[str, tuple[Callable[..., Any], Callable[..., Any], tuple[str, ...], str]] = {
-    "tf": (train_step.render_tf, train_step.train_tf, TF_TASKS,
+    "tf": (steps.render_tf, steps.train_tf, TF_TASKS,
            "distributed TensorFlow: parameter servers + workers (+ chief, evaluator)"),
-    "mpi": (train_step.render_mpi, train_step.train_mpi, MPI_TASKS,
+    "mpi": (steps.render_mpi, steps.train_mpi, MPI_TASKS,
             "MPI: one mpimaster running mpiexec over N mpiworkers"),
 }
-CHOICES = {"on_cancel": train_step.ON_CANCEL_CHOICES, "backend": train_step.BACKENDS}
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     render = subparsers.add_parser("render", help="print the Volcano Job YAML for a training job")
     render_kinds = render.add_subparsers(dest="kind", required=True, parser_class=type(render))
     train = subparsers.add_parser("train", help="submit a training job and wait for it to finish")
@@ -38,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                 kind, help=text, description=text + ". Arguments for the entry point (TF) or the program (MPI) go after --.",
                 usage=f"vpipe {command} {kind} --name NAME [flags] [-- ARGS]   (vpipe {command} {kind} --help lists the flags)",
             )
-            flags.add_step_flags(parser, step, tasks, CHOICES)
+            flags.add_step_flags(parser, step, tasks)
             if step is train_fn:
                 output = parser.add_argument_group("output")
                 output.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
@@ -47,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status = subparsers.add_parser("status", help="show a training job's phase and per-task counts",
                                    usage="vpipe status JOB [-n NAMESPACE] [--kubeconfig PATH] [--context NAME] [--json]")
     status.add_argument("job", help="job name")
-    flags.add_step_flags(status, train_step.status, (), CHOICES, skip={"name"})
+    flags.add_step_flags(status, steps.status, (), skip={"name"})
     status.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     status.set_defaults(handler=_status, parser=status)
 
@@ -101,11 +99,11 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    kwargs = flags.step_kwargs(args, train_step.status, (), ())
+    kwargs = flags.step_kwargs(args, steps.status, (), ())
     try:
-        result = train_step.status(args.job, **{k: v for k, v in kwargs.items() if k != "name"})
+        result = steps.status(args.job, **{k: v for k, v in kwargs.items() if k != "name"})
     except InputError as err:
-        flag = "JOB" if err.field in ("job", "name") else flags.flag_for(train_step.status, err.field, ())
+        flag = "JOB" if err.field in ("job", "name") else flags.flag_for(steps.status, err.field, ())
         raise InputError(flag or err.field, err.value, err.allowed) from None
     _report(result, as_json=args.json)
     if not args.json:

@@ -26,9 +26,8 @@ from volcano_pipelines.k8s.errors import (
     KubeError,
     NotFound,
     from_exception,
-    is_transient,
 )
-from volcano_pipelines.k8s.watch import WATCH_WINDOW_SECONDS, watch_named
+from volcano_pipelines.k8s.watch import WATCH_WINDOW_SECONDS, reconnecting, watch_named
 from volcano_pipelines.kube.rollout import (
     TEMPLATE_HASH_ANNOTATION,
     Rollout,
@@ -246,7 +245,7 @@ def proxy_request(cluster: Cluster, namespace: str, service: str, port: int, pat
 def _api_status_kind(body: Any) -> bool:
     """The API server's own refusal (a Status object), not an answer from the proxied service."""
     try:
-        return json.loads(body or "{}").get("kind") == "Status"
+        return bool(json.loads(body or "{}").get("kind") == "Status")
     except (ValueError, TypeError, AttributeError):
         return False
 
@@ -286,43 +285,19 @@ class Informer:
 
     def _run(self) -> None:
         try:
-            self._loop()
-        except KubeError as err:
-            self.events.put(("error", self.key, err))
+            for event in reconnecting(self.cluster, self.path, self._list, self._watch, stopped=self.stopped.is_set,
+                                      pause=self.stopped.wait):
+                if event is not None:
+                    self.events.put((event[0], self.key, event[1]))
         except Exception as err:  # noqa: BLE001 - reported to the loop, which raises it in the step's thread
             self.events.put(("error", self.key, err))
 
-    def _loop(self) -> None:
-        version: str | None = None
-        delays = self.cluster.policy.delays()
-        while not self.stopped.is_set():
-            try:
-                if version is None:
-                    items, version = list_objects(self.cluster, self.path, label_selector=self.label_selector,
-                                                  field_selector=self.field_selector)
-                    self.events.put(("sync", self.key, items))
-                version = self._watch(version)
-                delays = self.cluster.policy.delays()
-            except ApiException as err:
-                if err.status == 410:
-                    log.info("watch of %s expired (410 Gone); listing again", self.path)
-                    version = None
-                    continue
-                if not is_transient(err):
-                    raise from_exception(err, f"watch {self.path}", self.cluster.host) from err
-                self._pause(err, delays)
-            except KubeError:
-                raise
-            except Exception as err:  # a dropped connection resumes the watch; anything else propagates
-                if not is_transient(err):
-                    raise
-                self._pause(err, delays)
+    def _list(self) -> tuple[list[tuple[str, Any]], str]:
+        items, version = list_objects(self.cluster, self.path, label_selector=self.label_selector,
+                                      field_selector=self.field_selector)
+        return [("sync", items)], version
 
-    def _pause(self, err: BaseException, delays: Iterator[float]) -> None:
-        log.warning("watch of %s interrupted (%s); resuming", self.path, getattr(err, "status", type(err).__name__))
-        self.stopped.wait(next(delays))
-
-    def _watch(self, version: str) -> str | None:
+    def _watch(self, version: str) -> Iterator[tuple[tuple[str, Any] | None, str]]:
         query: list[tuple[str, Any]] = [("watch", "true"), ("resourceVersion", version), ("allowWatchBookmarks", "true"),
                                         ("timeoutSeconds", int(self.window))]
         if self.label_selector:
@@ -343,11 +318,9 @@ class Informer:
                     code = int(obj.get("code") or 500)
                     raise ApiException(status=code, reason=str(obj.get("message")))
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                if kind in ("ADDED", "MODIFIED", "DELETED"):
-                    self.events.put((kind, self.key, obj))
+                yield ((kind, obj) if kind in ("ADDED", "MODIFIED", "DELETED") else None), version
         finally:
             raw.release_conn()
-        return version
 
 
 # Objects every namespace has, made by Kubernetes itself rather than by anyone's workload.

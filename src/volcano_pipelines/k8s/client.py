@@ -9,7 +9,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import urllib3
 import yaml
@@ -64,7 +64,7 @@ class Cluster:
 
     def to_dict(self, obj: object) -> dict[str, Any]:
         """Typed client models to the plain camelCase dicts the pure layer reads."""
-        return self.api.sanitize_for_serialization(obj)
+        return cast(dict[str, Any], self.api.sanitize_for_serialization(obj))
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None) -> Cluster:

@@ -1,5 +1,5 @@
 """The one retry policy for API calls: transient failures (a restarting API server, 429/5xx,
-a dropped connection) are retried with capped exponential backoff; everything else is raised
+a dropped connection) are retried with the one capped exponential backoff (backoff.py); everything else is raised
 at once as a typed error. The sleep is injectable so tests never wait for real."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from kubernetes.client.rest import ApiException
 
+from volcano_pipelines import backoff
 from volcano_pipelines.k8s.errors import from_exception, is_connection_refused, is_transient
 
 __all__ = ["RetryPolicy", "call"]
@@ -30,10 +31,7 @@ class RetryPolicy:
     refused_attempts: int = 2
 
     def delays(self) -> Iterator[float]:
-        delay = self.first_delay
-        while True:
-            yield delay
-            delay = min(delay * 2, self.max_delay)
+        return backoff.delays(self.first_delay, self.max_delay)
 
 
 def call(
@@ -51,7 +49,7 @@ def call(
         attempt += 1
         try:
             return fn()
-        except Exception as err:  # noqa: BLE001 - classified right below
+        except Exception as err:
             if not isinstance(err, ApiException) and not is_transient(err):
                 raise  # not an answer from the API server (a bug, or a signal from `fn`): not ours to wrap
             refused = is_connection_refused(err)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.k8s.client import Cluster
@@ -42,10 +42,10 @@ Obj = dict[str, Any]
 
 def get_job(cluster: Cluster, namespace: str, name: str) -> Obj | None:
     try:
-        return cluster.call(
+        return cast(Obj, cluster.call(
             f"read job {namespace}/{name}",
             lambda: cluster.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name),
-        )
+        ))
     except NotFound:
         return None
 
@@ -95,7 +95,7 @@ def create_or_attach(cluster: Cluster, job: Obj) -> tuple[Obj, bool]:
             found = find_run_job(cluster, namespace, run_id, step)
             if found is not None:
                 raise _Created(found)
-        return cluster.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, job)
+        return cast(Obj, cluster.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, job))
 
     try:
         return cluster.call(f"create job {namespace}/{name}", create), True
@@ -207,8 +207,9 @@ def get_podgroup(cluster: Cluster, namespace: str, name: str) -> Obj | None:
     """One read, no retries: a missing PodGroup or a blip only delays a hint. Forbidden is
     raised for the caller to report."""
     try:
-        return cluster.custom.get_namespaced_custom_object(SCHEDULING_GROUP, SCHEDULING_VERSION, namespace, "podgroups", name)
-    except Exception as err:  # noqa: BLE001 - typed below; anything else is a missed hint
+        return cast(Obj, cluster.custom.get_namespaced_custom_object(SCHEDULING_GROUP, SCHEDULING_VERSION, namespace,
+                                                                     "podgroups", name))
+    except Exception as err:
         typed = from_exception(err, f"read podgroup {namespace}/{name}", cluster.host)
         if isinstance(typed, Forbidden):
             raise typed from err

@@ -1,19 +1,23 @@
-"""A watch of one named object that survives API server restarts, dropped connections and
-`410 Gone`: on a gap it re-reads the object and resumes from its resourceVersion."""
+"""The one reconnecting watch: every API stream this package follows (one named object, or a
+collection through an Informer) runs through `reconnecting`, which reads, watches from the
+resourceVersion it read, and on a gap resumes: `410 Gone` re-reads, a dropped connection or a
+restarting API server waits (the client's one backoff, k8s/retry.py) and resumes from the last
+version seen, anything else is raised as a typed error. The transports differ (the typed
+client's Watch, a raw collection path); the error policy is written once, here."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
 from volcano_pipelines.k8s.client import Cluster
-from volcano_pipelines.k8s.errors import from_exception, is_transient
+from volcano_pipelines.k8s.errors import KubeError, from_exception, is_transient
 
-__all__ = ["WATCH_WINDOW_SECONDS", "watch_named"]
+__all__ = ["WATCH_WINDOW_SECONDS", "Event", "reconnecting", "watch_named"]
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +28,62 @@ WATCH_WINDOW_SECONDS = 20
 Obj = dict[str, Any]
 
 
-class _Gone(Exception):
-    """The resourceVersion expired (HTTP 410): re-read and start over."""
+# One event of a watch: (type, object), type ADDED / MODIFIED / DELETED, or "sync" with the
+# items of a (re-)read.
+Event = tuple[str, Any]
+
+
+def reconnecting(
+    cluster: Cluster,
+    what: str,
+    read: Callable[[], tuple[Iterable[Event], str] | None],
+    stream: Callable[[str], Iterator[tuple[Event | None, str]]],
+    *,
+    stopped: Callable[[], bool] = lambda: False,
+    pause: Callable[[float], object] | None = None,
+) -> Iterator[Event | None]:
+    """Yields the events of `read()` (what to start from, and the resourceVersion to watch
+    from; None ends the watch: the object is gone), then those of `stream(version)` (pairs of
+    an event, or None for a bookmark, and the version it carries), again and again: None at the
+    end of each watch window and before each pause (a tick for deadlines). Ends when
+    `stopped()` or when read() returns None."""
+    version: str | None = None
+    delays = cluster.policy.delays()
+    while not stopped():
+        try:
+            if version is None:
+                start = read()
+                if start is None:
+                    return
+                events, version = start
+                yield from events
+            for event, seen in stream(version):
+                version = seen  # a resumed watch starts after the last event it delivered
+                if event is not None:
+                    yield event
+            delays = cluster.policy.delays()
+            yield None
+        except ApiException as err:
+            if err.status == 410:
+                log.info("watch of %s expired (410 Gone); reading it again", what)
+                version = None
+                continue
+            if not is_transient(err):
+                raise from_exception(err, f"watch {what}", cluster.host) from err
+            yield from _pause(what, err, next(delays), pause or cluster.sleep)
+        except KubeError:
+            raise
+        except Exception as err:
+            if not is_transient(err):
+                raise
+            yield from _pause(what, err, next(delays), pause or cluster.sleep)
+
+
+def _pause(what: str, err: BaseException, delay: float, pause: Callable[[float], object]) -> Iterator[None]:
+    detail = err.status if isinstance(err, ApiException) else type(err).__name__
+    log.warning("watch of %s interrupted (%s); resuming", what, detail)
+    yield None
+    pause(delay)
 
 
 def watch_named(
@@ -44,59 +102,37 @@ def watch_named(
     tick for deadlines and hints). Ends when the object is deleted. `get` re-reads it (None:
     gone); `list_call(*list_args, **watch params)` is the list function to watch with.
     `resource_version` resumes an earlier watch (None: start from a fresh read)."""
-    delays = cluster.policy.delays()
-    while True:
-        if resource_version is None:
-            obj = get()
-            if obj is None:
-                return
-            resource_version = obj["metadata"]["resourceVersion"]
-            yield obj
-        stream = new_watch()
+    resumed = resource_version
+
+    def read() -> tuple[Iterable[Event], str] | None:
+        nonlocal resumed
+        if resumed is not None:  # the first watch resumes where the caller left off
+            version, resumed = resumed, None
+            return (), version
+        obj = get()
+        return None if obj is None else ([("ADDED", obj)], obj["metadata"]["resourceVersion"])
+
+    def stream(version: str) -> Iterator[tuple[Event | None, str]]:
+        watcher = new_watch()
         seconds = max(1, int(window()))
         try:
-            for event in stream.stream(
-                list_call,
-                *list_args,
-                field_selector=f"metadata.name={name}",
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=seconds,
-                _request_timeout=seconds + 10,
-            ):
+            for event in watcher.stream(list_call, *list_args, field_selector=f"metadata.name={name}",
+                                        resource_version=version, allow_watch_bookmarks=True,
+                                        timeout_seconds=seconds, _request_timeout=seconds + 10):
                 kind, obj = event["type"], event["object"]
                 if kind == "ERROR":
-                    code = (obj or {}).get("code", 500)
-                    if code == 410:
-                        raise _Gone()
-                    raise ApiException(status=code, reason=str((obj or {}).get("message")))
+                    raise ApiException(status=(obj or {}).get("code", 500), reason=str((obj or {}).get("message")))
                 if not isinstance(obj, dict):
                     obj = cluster.to_dict(obj)
-                resource_version = obj["metadata"]["resourceVersion"]
-                if kind == "DELETED":
-                    return
-                if kind in ("ADDED", "MODIFIED"):
-                    yield obj
-            delays = cluster.policy.delays()
-            yield None
-        except (_Gone, ApiException) as err:
-            if isinstance(err, _Gone) or err.status == 410:
-                log.info("watch of %s expired (410 Gone); re-reading it", what)
-                resource_version = None
-                continue
-            if not is_transient(err):
-                raise from_exception(err, f"watch {what}", cluster.host) from err
-            yield from _pause(cluster, what, err, delays)
-        except Exception as err:  # noqa: BLE001 - transient transport errors resume, others propagate
-            if not is_transient(err):
-                raise
-            yield from _pause(cluster, what, err, delays)
+                version = obj["metadata"]["resourceVersion"]
+                yield ((kind, obj) if kind in ("ADDED", "MODIFIED", "DELETED") else None), version
         finally:
-            stream.stop()
+            watcher.stop()
 
-
-def _pause(cluster: Cluster, what: str, err: BaseException, delays: Iterator[float]) -> Iterator[None]:
-    detail = err.status if isinstance(err, ApiException) else type(err).__name__
-    log.warning("watch of %s interrupted (%s); resuming", what, detail)
-    yield None
-    cluster.sleep(next(delays))
+    for event in reconnecting(cluster, what, read, stream):
+        if event is None:
+            yield None
+        elif event[0] == "DELETED":
+            return
+        else:
+            yield event[1]

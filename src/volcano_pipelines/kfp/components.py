@@ -15,8 +15,7 @@ from volcano_pipelines.kfp.generate import component_source
 from volcano_pipelines.kfp.runtime import step_function
 from volcano_pipelines.kfp.specs import COMPONENTS, RUNTIME_IMAGE, ComponentSource
 
-__all__ = ["ALL", "build", "define", "finish_run", "reap", "serve", "source_of", "sync", "tensorboard", "train_mpi",
-           "train_tf"]
+__all__ = ["ALL", "build", "define", "source_of", *COMPONENTS]
 
 # What the module KFP writes into the pod starts with (kfp.dsl.component_factory): the
 # generated annotations (Output[Metrics], NamedTuple(...), Optional[...]) rely on these names.
@@ -45,16 +44,16 @@ def define(spec: ComponentSource, step: Callable[..., Any] | None = None) -> Any
 
 def build(spec: ComponentSource, step: Callable[..., Any] | None = None, base_image: str = RUNTIME_IMAGE) -> PythonComponent:
     # install_kfp_package=False: the runtime image has kfp; a pod must not pip-install at start.
-    return dsl.component(define(spec, step), base_image=base_image, install_kfp_package=False)  # type: ignore[no-any-return]
+    return dsl.component(define(spec, step), base_image=base_image, install_kfp_package=False)
 
 
-sync = build(COMPONENTS["sync"])
-train_tf = build(COMPONENTS["train_tf"])
-train_mpi = build(COMPONENTS["train_mpi"])
-finish_run = build(COMPONENTS["finish_run"])
-reap = build(COMPONENTS["reap"])
-tensorboard = build(COMPONENTS["tensorboard"])
-serve = build(COMPONENTS["serve"])
+# One component per KFP step of the registry (steps/registry.py), each also a module attribute:
+# `from volcano_pipelines.kfp.components import train_tf`.
+ALL: dict[str, PythonComponent] = {name: build(spec) for name, spec in COMPONENTS.items()}
 
-ALL: dict[str, PythonComponent] = {"sync": sync, "train_tf": train_tf, "train_mpi": train_mpi, "finish_run": finish_run,
-                                   "reap": reap, "tensorboard": tensorboard, "serve": serve}
+
+def __getattr__(name: str) -> PythonComponent:
+    try:
+        return ALL[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

@@ -7,16 +7,15 @@ signature. Pure: text in, text out; nothing here imports kfp."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from volcano_pipelines.kfp.specs import ComponentSource
-from volcano_pipelines.steps.params import Param, params
+from volcano_pipelines.steps.params import Param, choices, container, optional, params, scalar_type, strip_none
+
+if TYPE_CHECKING:  # the specs read every step's result type: a component pod loads only its own step
+    from volcano_pipelines.kfp.specs import ComponentSource
 
 __all__ = ["ARTIFACTS", "UnsupportedParameter", "component_source", "kfp_default", "kfp_type"]
 
-_SCALARS = ("str", "int", "float", "bool")
-_LISTS = ("Sequence[", "list[", "List[", "tuple[")
-_MAPS = ("Mapping[", "dict[", "Dict[")
 # Every step component writes these two output artifacts (KFP artifact types).
 ARTIFACTS: tuple[tuple[str, str, str], ...] = (
     ("metrics", "Metrics", "numbers of this step (shown in the run's metrics view)"),
@@ -29,22 +28,17 @@ class UnsupportedParameter(TypeError):
     than leave an argument out of the component silently."""
 
 
-def kfp_type(annotation: str) -> tuple[str, bool]:
-    """A signature annotation ("Mapping[str, int] | None") -> (KFP-compatible Python type
-    text, may be None). KFP parameters are str, int, float, bool, list and dict."""
-    text = annotation.strip()
-    optional = False
-    if text.endswith("| None"):
-        text, optional = text[: -len("| None")].strip(), True
-    elif text.startswith("Optional[") and text.endswith("]"):
-        text, optional = text[len("Optional["):-1].strip(), True
-    if text in _SCALARS:
-        return text, optional
-    if text.startswith(_LISTS):
-        return "list", optional
-    if text.startswith(_MAPS):
-        return "dict", optional
-    raise UnsupportedParameter(f"no KFP parameter type for {annotation!r}")
+def kfp_type(hint: Any) -> tuple[str, bool]:
+    """A step parameter's type hint (Mapping[str, int] | None) -> (KFP-compatible Python type
+    text, may be None). KFP parameters are str, int, float, bool, list and dict; a Literal is
+    its values' type."""
+    kind = container(hint)
+    if kind is None:
+        bare = strip_none(hint)
+        kind = scalar_type(bare).__name__
+        if bare not in (str, int, float, bool) and choices(bare) is None:
+            raise UnsupportedParameter(f"no KFP parameter type for {hint!r}")
+    return kind, optional(hint)
 
 
 def kfp_default(value: Any, base: str) -> Any:
@@ -63,8 +57,8 @@ def _docstring_text(text: str) -> str:
 
 
 def _annotation(param: Param) -> str:
-    base, optional = kfp_type(param.annotation)
-    return f"Optional[{base}]" if optional or (not param.required and param.default is None) else base
+    base, may_be_none = kfp_type(param.hint)
+    return f"Optional[{base}]" if may_be_none or (not param.required and param.default is None) else base
 
 
 def component_source(spec: ComponentSource, step: Callable[..., Any]) -> str:
@@ -86,7 +80,7 @@ def component_source(spec: ComponentSource, step: Callable[..., Any]) -> str:
     for name, kind, _ in ARTIFACTS:
         lines.append(f"    {name}: Output[{kind}],")
     for p in optional:
-        base, _ = kfp_type(p.annotation)
+        base, _ = kfp_type(p.hint)
         lines.append(f"    {p.name}: {_annotation(p)} = {kfp_default(p.default, base)!r},")
     fields = ", ".join(f"({name!r}, {kind})" for name, kind, _ in spec.outputs)
     lines.append(f") -> NamedTuple('Outputs', [{fields}]):")

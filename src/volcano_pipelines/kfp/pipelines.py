@@ -78,6 +78,10 @@ def _lifecycle_inputs(kind: str) -> tuple[Input, ...]:
         Input("tensorboard_ingress_path", (("tensorboard", "ingress_path"),)),
         Input("tensorboard_image", (("tensorboard", "image"),)),
         Input("tensorboard_timeout", (("tensorboard", "timeout"),)),
+        # Where TensorBoard runs: its log PVC may be reachable only from some nodes (a node-local
+        # volume, a storage pool behind a taint), which the training pods' placement does not cover.
+        Input("tensorboard_node_selector", (("tensorboard", "node_selector"),)),
+        Input("tensorboard_tolerations", (("tensorboard", "tolerations"),)),
     )
     reap = (Input("reap_grace", (("reap", "grace"),)),) if "reap" in steps else ()
     serve = (
@@ -152,7 +156,7 @@ def pipeline_parameter(item: Input) -> tuple[inspect.Parameter, str]:
     if item.switch:
         return inspect.Parameter(item.name, kind, annotation=bool, default=True), item.help
     param = _step_param(*item.feeds[0])
-    base, _ = kfp_type(param.annotation)
+    base, _ = kfp_type(param.hint)
     help_text = item.help or param.help
     if item.required or param.required:
         return inspect.Parameter(item.name, kind, annotation=_TYPES[base]), help_text
@@ -257,4 +261,4 @@ def train_and_serve(kind: str = "tf", *, data_mount: str = DATA_MOUNT, step_pod:
     pipeline_func.__signature__ = signature  # type: ignore[attr-defined]
     pipeline_func.__doc__ = f"{description}\n\nArgs:\n{arg_docs}\n"
     built: Callable[..., Any] = dsl.pipeline(name=PIPELINE_NAMES[kind], description=description)
-    return built(pipeline_func)  # type: ignore[no-any-return]
+    return built(pipeline_func)

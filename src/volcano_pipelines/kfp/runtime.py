@@ -5,7 +5,6 @@ Markdown summary). No decisions about values: the step checks them."""
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
 import sys
@@ -15,19 +14,26 @@ from typing import Any, NoReturn
 from volcano_pipelines.errors import VpipeError, WorkFailed
 from volcano_pipelines.kfp import summary as summaries
 from volcano_pipelines.kfp.generate import kfp_type
-from volcano_pipelines.kfp.specs import COMPONENTS, STEP_FUNCTIONS
-from volcano_pipelines.steps.params import params
+from volcano_pipelines.steps.params import item_hint, params
+from volcano_pipelines.steps import TrainResult
+from volcano_pipelines.steps.registry import step as registered
 
 __all__ = ["outputs_of", "run_step", "step_arguments", "step_function"]
 
 log = logging.getLogger("volcano_pipelines.kfp")
-# Steps whose result says `succeeded`; like `vpipe reap|tensorboard|serve`, the step fails when it did not.
-LIFECYCLE_STEPS = ("reap", "tensorboard", "serve")
+# How each result type is shown in the KFP UI: (metrics, Markdown summary), from its to_dict().
+_REPORTS: dict[str, tuple[Callable[[Any], dict[str, float]], Callable[[Any], str]]] = {
+    "SyncResult": (summaries.sync_metrics, summaries.sync_markdown),
+    "TrainResult": (summaries.train_metrics, summaries.train_markdown),
+    "RunReport": (lambda data: summaries.train_metrics(data["job"]) if data.get("job") else {}, summaries.finish_markdown),
+    "ReapResult": (summaries.reap_metrics, summaries.reap_markdown),
+    "TensorboardResult": (lambda data: {}, summaries.tensorboard_markdown),
+    "ServeResult": (summaries.serve_metrics, summaries.serve_markdown),
+}
 
 
 def step_function(step: str) -> Callable[..., Any]:
-    module, _, name = STEP_FUNCTIONS[step].partition(":")
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    return registered(step).function()
 
 
 def _integral(value: Any) -> Any:
@@ -47,67 +53,31 @@ def step_arguments(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> dict
         if param.name not in arguments:
             continue
         value = arguments[param.name]
-        base, _ = kfp_type(param.annotation)
+        base, _ = kfp_type(param.hint)
         if not param.required and param.default is None and isinstance(value, (str, list, dict)) and not value:
             value = None
         elif base == "int":
             value = _integral(value)
-        elif base == "dict" and isinstance(value, Mapping) and param.annotation.replace(" | None", "").endswith("int]"):
+        elif base == "dict" and isinstance(value, Mapping) and item_hint(param.hint) is int:
             value = {key: _integral(item) for key, item in value.items()}
-        elif base == "list" and isinstance(value, list) and param.annotation.replace(" | None", "").endswith("[int]"):
+        elif base == "list" and isinstance(value, list) and item_hint(param.hint) is int:
             value = [_integral(item) for item in value]  # serve's versions
         out[param.name] = value
     return out
 
 
 def outputs_of(step: str, result: Any) -> dict[str, Any]:
-    """A step result -> the component's output parameters, by name."""
-    if step == "sync":
-        data = result.to_dict()
-        data.pop("plan", None)  # a dry run's per-file plan can be huge; the summary has the counts
-        return {"copied": result.copied, "bytes_copied": result.bytes_copied, "failed": result.failed, "result": data}
-    if step in ("train_tf", "train_mpi"):
-        return {
-            "job_name": result.name, "job_namespace": result.namespace, "run_id": result.run_id or "",
-            "phase": result.phase, "succeeded": result.succeeded,
-            "duration_seconds": float(result.duration_seconds or 0.0), "retries": result.retries,
-            "result": result.to_dict(),
-        }
-    if step == "finish_run":
-        return {"pipeline_state": result.pipeline_state, "job_phase": result.job_phase, "cleanup": result.cleanup,
-                "result": result.to_dict()}
-    if step == "reap":
-        return {"succeeded": result.succeeded, "ps_linger_seconds": float(result.ps_linger_seconds or 0.0),
-                "message": result.message or "", "result": result.to_dict()}
-    if step == "tensorboard":
-        return {"url": result.url or "", "name": result.name, "namespace": result.namespace, "ready": result.ready,
-                "result": result.to_dict()}
-    if step == "serve":
-        # KFP has no "no value" for an int output: -1 stands for "no version served".
-        return {"rest_endpoint": result.rest_endpoint or "", "grpc_endpoint": result.grpc_endpoint or "",
-                "version": -1 if result.version is None else result.version, "succeeded": result.succeeded,
-                "result": result.to_dict()}
-    raise KeyError(step)
+    """A step result -> the component's output parameters, by name (as its result type
+    marks them: steps/registry.py)."""
+    return {out.name: out.value(result) for out in registered(step).outputs()}
 
 
 def _report(step: str, result: Any, metrics: Any, summary: Any) -> None:
     data = result.to_dict()
-    if step == "sync":
-        numbers, text = summaries.sync_metrics(data), summaries.sync_markdown(data)
-    elif step == "finish_run":
-        numbers = summaries.train_metrics(data["job"]) if data.get("job") else {}
-        text = summaries.finish_markdown(data)
-    elif step == "reap":
-        numbers, text = summaries.reap_metrics(data), summaries.reap_markdown(data)
-    elif step == "tensorboard":
-        numbers, text = {}, summaries.tensorboard_markdown(data)
-    elif step == "serve":
-        numbers, text = summaries.serve_metrics(data), summaries.serve_markdown(data)
-    else:
-        numbers, text = summaries.train_metrics(data), summaries.train_markdown(data)
-    for name, value in numbers.items():
+    numbers, markdown = _REPORTS[type(result).__name__]
+    for name, value in numbers(data).items():
         metrics.log_metric(name, value)
-    _write(summary, text)
+    _write(summary, markdown(data))
 
 
 def _write(artifact: Any, text: str) -> None:
@@ -138,7 +108,6 @@ def run_step(step: str, arguments: dict[str, Any], *, metrics: Any, summary: Any
     from volcano_pipelines.progress import configure_logging
 
     configure_logging()
-    spec = COMPONENTS[step]
     fn = step_function(step)
     arguments = dict(arguments)
     final_status = arguments.pop("status", None)
@@ -162,11 +131,12 @@ def run_step(step: str, arguments: dict[str, Any], *, metrics: Any, summary: Any
         if progress is not None and hasattr(progress, "close"):
             progress.close()
     _report(step, result, metrics, summary)
-    if step in ("train_tf", "train_mpi") and kwargs.get("wait", True) and not result.succeeded:
-        # Only a job that ran to its end (or was given up on) fails the step; wait=false returns early.
-        _fail(result.message or f"job {result.namespace}/{result.name} ended {result.phase}", WorkFailed.exit_code)
-    if step in LIFECYCLE_STEPS and not result.succeeded:
+    if isinstance(result, TrainResult):
+        if kwargs.get("wait", True) and not result.succeeded:
+            # Only a job that ran to its end (or was given up on) fails the step; wait=false returns early.
+            _fail(result.message or f"job {result.namespace}/{result.name} ended {result.phase}", WorkFailed.exit_code)
+    elif getattr(result, "succeeded", True) is False:
         # As the CLI: a job whose pods failed, TensorBoard not ready, a model not served (rolled back).
         _fail(result.message or f"{step} did not succeed", WorkFailed.exit_code)
     values = outputs_of(step, result)
-    return tuple(values[name] for name, _, _ in spec.outputs)
+    return tuple(values.values())

@@ -109,7 +109,7 @@ def arguments_for(pipeline_spec: Mapping[str, Any], raw: Mapping[str, str]) -> d
 def _without_cache(pipeline_spec: dict[str, Any]) -> dict[str, Any]:
     """Every task of every DAG (the root's and nested ones, e.g. inside the exit handler)
     with caching off: a cached step would skip the new data or the retraining."""
-    spec = json.loads(json.dumps(pipeline_spec))  # a copy: the caller's dict stays as read
+    spec: dict[str, Any] = json.loads(json.dumps(pipeline_spec))  # a copy: the caller's dict stays as read
     dags = [spec.get("root", {}).get("dag")] + [c.get("dag") for c in (spec.get("components") or {}).values()]
     for dag in dags:
         for task in ((dag or {}).get("tasks") or {}).values():

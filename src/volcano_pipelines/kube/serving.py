@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from volcano_pipelines.kube import objects, pods
 from volcano_pipelines.kube.rollout import stamp_template
@@ -22,6 +22,7 @@ __all__ = [
     "TF_SERVING_IMAGE",
     "TF_SERVING_VERSION",
     "VERSION_POLICIES",
+    "VersionPolicy",
     "ServingSpec",
     "build_inference_service",
     "build_serving",
@@ -35,7 +36,8 @@ GRPC_PORT = 8500
 REST_PORT = 8501
 MODEL_MOUNT = "/models"
 CONFIG_MOUNT = "/etc/tfserving"
-VERSION_POLICIES = ("latest", "all", "specific")
+VersionPolicy = Literal["latest", "all", "specific"]
+VERSION_POLICIES: tuple[str, ...] = get_args(VersionPolicy)
 STEP = "serve"
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from volcano_pipelines.labels import EXPIRES_ANNOTATION, STEP_LABEL
+from volcano_pipelines.labels import EXPIRES_ANNOTATION, STEP_LABEL, VOLCANO_JOB_NAME_LABEL
 from volcano_pipelines.volcano.status import FINAL_PHASES, pod_task
 
 __all__ = [
@@ -62,7 +62,7 @@ ACTIONS = (WAIT, GRACE, REAP, FAILED, DONE, SKIP)
 
 # The task whose success means "training is over", in order of preference.
 COMPLETION_TASKS = ("chief", "mpimaster", "worker")
-VOLCANO_JOB_LABEL = "volcano.sh/job-name"
+VOLCANO_JOB_LABEL = VOLCANO_JOB_NAME_LABEL
 # Phases in which Volcano is already ending the job's pods.
 FINISHING_PHASES = frozenset({"Completing", "Aborting", "Terminating"})
 # A Deployment with this annotation (RFC 3339 UTC time) is removed by the sweeper once the
@@ -221,7 +221,7 @@ def decide_volcano(job: Obj, pods: Iterable[Obj], *, now: datetime, grace: float
 def _failure_policy(job: Obj, task: str | None) -> str | None:
     """The action Volcano takes on a failed pod of `task` (task policies first), if any."""
     spec = job.get("spec") or {}
-    task_spec = next((t for t in spec.get("tasks") or [] if t.get("name") == task), {})
+    task_spec: Mapping[str, Any] = next((t for t in spec.get("tasks") or [] if t.get("name") == task), {})
     for policies in (task_spec.get("policies") or [], spec.get("policies") or []):
         for policy in policies:
             events = [policy.get("event")] + list(policy.get("events") or [])
@@ -236,7 +236,8 @@ def _owned_by(obj: Obj, uid: str | None) -> bool:
 
 
 def _condition(obj: Obj, kind: str) -> Mapping[str, Any] | None:
-    for condition in (obj.get("status") or {}).get("conditions") or []:
+    conditions: list[Mapping[str, Any]] = (obj.get("status") or {}).get("conditions") or []
+    for condition in conditions:
         if condition.get("type") == kind and condition.get("status") == "True":
             return condition
     return None

@@ -8,6 +8,7 @@ exit and queue it. Readers (watch, pods, ...) take snapshots under the same lock
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import logging
 import os
@@ -36,7 +37,6 @@ from volcano_pipelines.volcano.entrypoint import FETCH_PY
 log = logging.getLogger(__name__)
 
 SUPPORTED_ACTIONS = frozenset({"CompleteJob", "RestartJob", "TerminateJob", "AbortJob"})
-FINAL_PHASES = frozenset({"Completed", "Failed", "Terminated", "Aborted"})
 # A container that could not start: what Kubernetes reports (containerd's StartError).
 START_ERROR_EXIT_CODE = 128
 PARAMETER_SERVER_TASK = "ps"
@@ -435,7 +435,7 @@ class JobRunner:
         for p in plans:
             record = self.pods[p.pod]
             process = PodProcess(p, record.uid, record.log_path, self._write_line,
-                                 lambda proc, a=attempt: self._exited(proc, a), clock=self._clock)
+                                 functools.partial(self._exited, attempt=attempt), clock=self._clock)
             with self._cond:
                 record.process = process  # before it starts: a quick exit must find its record
             try:
@@ -606,7 +606,8 @@ class JobRunner:
     # --- status
 
     def _template(self, task: str) -> dict[str, Any]:
-        return next(t for t in self._job["spec"]["tasks"] if t["name"] == task)["template"]
+        template: dict[str, Any] = next(t for t in self._job["spec"]["tasks"] if t["name"] == task)["template"]
+        return template
 
     def _transition(self, phase: str, reason: str | None = None, message: str | None = None) -> None:
         now = rfc3339(self._clock())

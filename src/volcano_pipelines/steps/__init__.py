@@ -5,47 +5,81 @@ of that step (`vpipe render` must not pay for the sync engine or the Kubernetes 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "ReapResult",
-    "RunReport",
-    "ServeResult",
-    "TensorboardResult",
-    "SyncResult",
-    "TrainResult",
-    "finish_run",
-    "render_mpi",
-    "reap",
-    "render_tf",
-    "serve",
-    "status",
-    "sync",
-    "tensorboard",
-    "train_mpi",
-    "train_tf",
-]
+from volcano_pipelines.steps import registry
 
-# Each name's module. No module is named like a function it exports: importing the module
-# sets the package attribute of that name, which would hide the function.
-_HOMES = {
-    "RunReport": "finish",
-    "finish_run": "finish",
-    "SyncResult": "staging",
-    "sync": "staging",
-    "TrainResult": "results",
-    "render_tf": "train",
-    "render_mpi": "train",
-    "train_tf": "train",
-    "train_mpi": "train",
-    "status": "train",
-    "reap": "reaping",
-    "ReapResult": "reaping",
-    "tensorboard": "boards",
-    "TensorboardResult": "boards",
-    "serve": "serving",
-    "ServeResult": "serving",
+# Exported besides the steps and their results: what front ends need (choices, defaults, the
+# sync step's errors and progress hooks, the admin helpers).
+_SUPPORT = {
+    "BACKENDS": "_train", "ON_CANCEL_CHOICES": "_train", "MPI_TASKS": "_train_spec", "TF_TASKS": "_train_spec",
+    "ON_FAILURE_CHOICES": "_reap", "SERVICE_TYPES": "_tensorboard", "TARGETS": "_serve",
+    "DEFAULT_MAX_DELETE": "_sync", "DEFAULT_TRANSFERS": "_sync", "DEFAULT_DURABILITY": "_sync",
+    "DEFAULT_STREAMS": "_sync", "DURABILITY_MODES": "_sync", "DeletionRefused": "_sync", "SyncFailed": "_sync",
+    "SyncInterrupted": "_sync", "TransferProgress": "_sync", "display_path": "_sync", "quoted_path": "_sync",
+    "namespace_prepare": "_admin", "pv_reuse": "_admin",
 }
+# Each name's module: the steps' from the one list of steps (steps/registry.py). No module is
+# named like a function it exports: importing the module sets the package attribute of that
+# name, which would hide the function.
+_HOMES = {**registry.exports(), **_SUPPORT}
+__all__ = sorted(_HOMES)
+
+if TYPE_CHECKING:  # static types for `from volcano_pipelines.steps import ...` (test_registry keeps it equal to _HOMES)
+    from volcano_pipelines.steps._admin import (
+        namespace_prepare as namespace_prepare,
+        pv_reuse as pv_reuse,
+    )
+    from volcano_pipelines.steps._finish import (
+        finish_run as finish_run,
+        RunReport as RunReport,
+    )
+    from volcano_pipelines.steps._reap import (
+        ON_FAILURE_CHOICES as ON_FAILURE_CHOICES,
+        reap as reap,
+        ReapResult as ReapResult,
+    )
+    from volcano_pipelines.steps._results import (
+        TrainResult as TrainResult,
+    )
+    from volcano_pipelines.steps._serve import (
+        serve as serve,
+        ServeResult as ServeResult,
+        TARGETS as TARGETS,
+    )
+    from volcano_pipelines.steps._sync import (
+        DEFAULT_DURABILITY as DEFAULT_DURABILITY,
+        DEFAULT_MAX_DELETE as DEFAULT_MAX_DELETE,
+        DEFAULT_STREAMS as DEFAULT_STREAMS,
+        DEFAULT_TRANSFERS as DEFAULT_TRANSFERS,
+        DURABILITY_MODES as DURABILITY_MODES,
+        DeletionRefused as DeletionRefused,
+        display_path as display_path,
+        quoted_path as quoted_path,
+        sync as sync,
+        SyncFailed as SyncFailed,
+        SyncInterrupted as SyncInterrupted,
+        SyncResult as SyncResult,
+        TransferProgress as TransferProgress,
+    )
+    from volcano_pipelines.steps._tensorboard import (
+        SERVICE_TYPES as SERVICE_TYPES,
+        tensorboard as tensorboard,
+        TensorboardResult as TensorboardResult,
+    )
+    from volcano_pipelines.steps._train import (
+        BACKENDS as BACKENDS,
+        ON_CANCEL_CHOICES as ON_CANCEL_CHOICES,
+        render_mpi as render_mpi,
+        render_tf as render_tf,
+        status as status,
+        train_mpi as train_mpi,
+        train_tf as train_tf,
+    )
+    from volcano_pipelines.steps._train_spec import (
+        MPI_TASKS as MPI_TASKS,
+        TF_TASKS as TF_TASKS,
+    )
 
 
 def __getattr__(name: str) -> Any:

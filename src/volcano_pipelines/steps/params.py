@@ -1,91 +1,350 @@
-"""A step's parameters, read from its one signature and one docstring, so that the CLI's
+"""A step's parameters, read from its one signature (names, defaults, and types through
+typing.get_type_hints) and its one docstring (the help of each argument), so that the CLI's
 --help, a KFP component's inputs and an Argo template's parameters are all derived from the
-same place and cannot drift."""
+same place and cannot drift. Choices are Literal types; per-task settings are mappings keyed
+by task name."""
 
 from __future__ import annotations
 
+import collections.abc
+import dataclasses
+import functools
 import inspect
-import re
-from collections.abc import Callable
+import operator
+import types
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["NOT_FRONT_END", "Param", "extend_signature", "params"]
+from volcano_pipelines.errors import InputError
+
+__all__ = ["NOT_FRONT_END", "Doc", "Param", "arg", "bind", "check_types", "choices", "container", "declare", "declared",
+           "describe", "extend_signature", "item_hint", "optional", "params", "scalar_type", "strip_none"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 # Python-only arguments: objects, not values a pipeline can pass.
 NOT_FRONT_END = frozenset({"progress"})
-_ARG_LINE = re.compile(r"^\s{8}(\w+): (.*)$")
 
 
 @dataclass(frozen=True)
 class Param:
     name: str
-    annotation: str  # as written in the signature, e.g. "int", "Mapping[str, str] | None"
+    hint: Any  # the resolved type hint, e.g. Mapping[str, str] | None
     default: Any
     required: bool
     help: str
 
 
+# --- reading a type hint ---------------------------------------------------------------------
+
+def _union_arms(hint: Any) -> tuple[Any, ...]:
+    return typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+
+
+def optional(hint: Any) -> bool:
+    """`X | None`."""
+    return type(None) in _union_arms(hint)
+
+
+def strip_none(hint: Any) -> Any:
+    """`X | None` -> X."""
+    arms = [arm for arm in _union_arms(hint) if arm is not type(None)]
+    return functools.reduce(operator.or_, arms) if arms else hint
+
+
+def choices(hint: Any) -> tuple[Any, ...] | None:
+    """The values a Literal hint allows (`Literal["delete", "abort"] | None` too); None for others."""
+    bare = strip_none(hint)
+    return typing.get_args(bare) if typing.get_origin(bare) is typing.Literal else None
+
+
+def container(hint: Any) -> str | None:
+    """'list' for sequences, 'dict' for mappings, None for a scalar."""
+    origin = typing.get_origin(strip_none(hint))
+    if origin in _SEQUENCES:
+        return "list"
+    if origin in _MAPPINGS:
+        return "dict"
+    return None
+
+
+def item_hint(hint: Any) -> Any:
+    """The items of a sequence, the values of a mapping: Mapping[str, int] -> int."""
+    args = [a for a in typing.get_args(strip_none(hint)) if a is not Ellipsis]
+    return args[-1] if args else Any
+
+
+def scalar_type(hint: Any) -> type:
+    """The Python type of a scalar hint: int for `int | None`, str for a Literal of strings."""
+    bare = strip_none(hint)
+    values = choices(bare)
+    if values:
+        return type(values[0])
+    return bare if bare in (str, int, float, bool) else str
+
+
+# --- the Args: section of a docstring -----------------------------------------------------------
+
 def _arg_docs(fn: Callable[..., Any]) -> dict[str, str]:
-    """The `Args:` section of a docstring: `name: text`, one line each (continuations appended)."""
+    """`name: text` entries of the docstring's `Args:` section; a deeper-indented line
+    continues the entry above it. Any indentation: entries are the lines indented like the
+    first one."""
     docs: dict[str, str] = {}
-    lines = (fn.__doc__ or "").splitlines()
+    lines = inspect.cleandoc(fn.__doc__ or "").splitlines()
+    if "Args:" not in (line.strip() for line in lines):
+        return docs
+    start = next(i for i, line in enumerate(lines) if line.strip() == "Args:") + 1
+    indent: int | None = None
     current: str | None = None
-    inside = False
-    for line in lines:
-        if line.strip() == "Args:":
-            inside = True
-            continue
-        if not inside:
-            continue
-        match = _ARG_LINE.match(line)
-        if match:
-            current = match.group(1)
-            docs[current] = match.group(2).strip()
-        elif current and line.startswith(" " * 12) and line.strip():
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        depth = len(line) - len(line.lstrip())
+        if indent is None:
+            indent = depth
+        if depth == indent:
+            name, sep, text = line.strip().partition(":")
+            if not sep or not name.isidentifier():
+                break
+            current = name
+            docs[name] = text.strip()
+        elif depth > indent and current is not None:
             docs[current] += " " + line.strip()
-        elif line.strip():
+        else:
             break
     return docs
 
 
+@functools.cache
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    return typing.get_type_hints(fn)
+
+
 def params(fn: Callable[..., Any]) -> list[Param]:
-    """The front-end parameters of a step, in signature order, each with its help text."""
+    """The front-end parameters of a step, in signature order, each with its type and help."""
     docs = _arg_docs(fn)
+    hints = _hints(fn)
     out = []
     for p in inspect.signature(fn).parameters.values():
         if p.name in NOT_FRONT_END or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
             continue
-        annotation = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", str(p.annotation))
         required = p.default is p.empty
-        out.append(Param(p.name, annotation, None if required else p.default, required, docs.get(p.name, "")))
+        out.append(Param(p.name, hints.get(p.name, Any), None if required else p.default, required, docs.get(p.name, "")))
     return out
 
 
 def extend_signature(*sources: Callable[..., Any]) -> Callable[[F], F]:
     """`fn(name, *, run arguments..., **job)` takes the job arguments of `sources` (e.g.
-    render_tf): give it one signature and one docstring holding both, so callers and front
-    ends see every argument it accepts."""
+    render_tf): give it one signature, one set of type hints and one docstring holding both,
+    so callers and front ends see every argument it accepts."""
 
     def decorate(fn: F) -> F:
         own = inspect.signature(fn)
         kept = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
         names = {p.name for p in kept}
         extra_docs: list[str] = []
+        hints = typing.get_type_hints(fn)
+        indent = _entry_indent(fn.__doc__ or "")
         for source in sources:
             source_docs = _arg_docs(source)
+            source_hints = typing.get_type_hints(source)
             for p in inspect.signature(source).parameters.values():
                 if p.name not in names:
                     kept.append(p.replace(kind=p.KEYWORD_ONLY))
                     names.add(p.name)
+                    hints[p.name] = source_hints[p.name]
                     if p.name in source_docs:
-                        extra_docs.append(f"        {p.name}: {source_docs[p.name]}")
+                        extra_docs.append(f"{indent}{p.name}: {source_docs[p.name]}")
         # `progress` (a Python object) goes last, after every value a pipeline can pass.
         kept.sort(key=lambda p: (p.kind is p.POSITIONAL_OR_KEYWORD and 0) or (2 if p.name in NOT_FRONT_END else 1))
-        fn.__signature__ = own.replace(parameters=kept)  # type: ignore[attr-defined]
+        setattr(fn, "__signature__", own.replace(parameters=kept))
+        fn.__annotations__ = hints
         if extra_docs:
             fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n" + "\n".join(extra_docs) + "\n"
         return fn
 
     return decorate
+
+
+def _entry_indent(doc: str) -> str:
+    """The indentation of the Args: entries as written in `doc` (raw, not cleaned)."""
+    lines = doc.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() == "Args:" and i + 1 < len(lines):
+            following = lines[i + 1]
+            return following[: len(following) - len(following.lstrip())]
+    return " " * 8
+
+
+# --- parameter groups declared once -----------------------------------------------------------
+# A group of parameters (the job's policy, where its code comes from, its storage, per-task
+# settings, how a run waits) is a frozen dataclass whose fields carry type, default and help
+# together; `declare` turns groups into the flat keyword arguments of a step function: its
+# signature, type hints and docstring, from which every front end is derived in turn.
+
+@dataclass(frozen=True)
+class Doc:
+    """What a declared parameter says about itself: its help (per kind of job where it
+    differs, e.g. {"mpi": ...}) and the spec path validation names it by (job.max_retry,
+    *.resources.cpu for a per-task setting of every task), so an error names the argument."""
+
+    help: str
+    spec: str | None = None
+    by_kind: tuple[tuple[str, str], ...] = ()
+
+    def help_for(self, kind: str) -> str:
+        return dict(self.by_kind).get(kind, self.help)
+
+
+def arg(default: Any, help: str, *, spec: str | None = None, **by_kind: str) -> Any:
+    """A declared parameter: a dataclass field with its default and its Doc."""
+    return dataclasses.field(default=default, metadata={"vpipe": Doc(help, spec, tuple(by_kind.items()))})
+
+
+@functools.cache
+def declared(*groups: type) -> tuple[tuple[str, Any, Any, Doc], ...]:
+    """(name, type hint, default, Doc) of every field of `groups`, in order (read once)."""
+    out = []
+    for group in groups:
+        hints = typing.get_type_hints(group)
+        for item in dataclasses.fields(group):
+            out.append((item.name, hints[item.name], item.default, item.metadata["vpipe"]))
+    return tuple(out)
+
+
+def declare(*groups: type, kind: str = "") -> Callable[[F], F]:
+    """Give `fn(name, ..., **job)` the flat keyword parameters of `groups`: one signature, one
+    set of type hints and one docstring (its own Args: entries, then one per declared
+    parameter, with the help for `kind`). `fn` receives them in **job; `bind` checks them."""
+
+    def decorate(fn: F) -> F:
+        own = inspect.signature(fn)
+        kept = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        hints = typing.get_type_hints(fn)
+        indent = _entry_indent(fn.__doc__ or "")
+        lines: list[str] = []
+        for name, hint, default, doc in declared(*groups):
+            kept.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint))
+            hints[name] = hint
+            lines.append(f"{indent}{name}: {doc.help_for(kind)}")
+        kept.sort(key=lambda p: (p.kind is p.POSITIONAL_OR_KEYWORD and 0) or (2 if p.name in NOT_FRONT_END else 1))
+        setattr(fn, "__signature__", own.replace(parameters=kept))
+        fn.__annotations__ = hints
+        fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n" + "\n".join(lines) + "\n"
+        return fn
+
+    return decorate
+
+
+@functools.cache
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(fn)
+
+
+def bind(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The arguments of a call to `fn` (a declared signature) by name, defaults filled in; an
+    argument `fn` does not take is an InputError naming it."""
+    signature = _signature(fn)
+    unknown = sorted(set(kwargs) - set(signature.parameters))
+    if unknown:
+        raise InputError(unknown[0], kwargs[unknown[0]], f"an argument of {fn.__name__}")
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+# --- argument types ------------------------------------------------------------------------
+# Python callers pass values the front ends never would: a string where a list is meant
+# (iterated, it would become one argument per character), "4" where a number is meant.
+# Every step checks its arguments against its own type hints first, so such a value is an
+# InputError naming the argument, not a TypeError deep inside or a wrong job.
+
+_SEQUENCES = (collections.abc.Sequence, list, tuple)
+_MAPPINGS = (collections.abc.Mapping, dict)
+
+
+def _accepts(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    if origin in (typing.Union, types.UnionType):
+        return any(_accepts(value, arm) for arm in typing.get_args(hint))
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:  # an int is a float to Python callers, KFP and JSON alike
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin in _SEQUENCES:
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+            return False
+        args = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        return not args or all(_accepts(item, args[0]) for item in value)
+    if origin in _MAPPINGS:
+        if not isinstance(value, Mapping):
+            return False
+        pair = typing.get_args(hint)
+        return not pair or all(_accepts(k, pair[0]) and _accepts(v, pair[1]) for k, v in value.items())
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True  # a hint this check does not model: the step's own checks decide
+
+
+def describe(hint: Any) -> str:
+    """What a type hint allows, in words: 'a list of strings', 'a mapping of strings to
+    integers', 'an integer or None'."""
+    origin = typing.get_origin(hint)
+    if hint is type(None):
+        return "None"
+    if origin in (typing.Union, types.UnionType):
+        arms = typing.get_args(hint)
+        words = [describe(arm) for arm in arms if arm is not type(None)]
+        return " or ".join(words) + (" or None" if type(None) in arms else "")
+    if origin is typing.Literal:
+        return "one of " + ", ".join(str(a) for a in typing.get_args(hint))
+    simple = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    if hint in simple:
+        return simple[hint]
+    if origin in _SEQUENCES:
+        args = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        inner = _plural(args[0]) if args else "values"
+        return f"a list of {inner} (a string is not taken as a list of its characters)"
+    if origin in _MAPPINGS:
+        key, value = typing.get_args(hint) or (Any, Any)
+        return f"a mapping of {_plural(key)} to {_plural(value)}"
+    return getattr(hint, "__name__", str(hint))
+
+
+def _plural(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    simple = {bool: "booleans", int: "integers", float: "numbers", str: "strings", Any: "values"}
+    if hint in simple:
+        return simple[hint]
+    if origin in _SEQUENCES:
+        args = typing.get_args(hint)
+        return f"lists of {_plural(args[0]) if args else 'values'}"
+    if origin in _MAPPINGS:
+        key, value = typing.get_args(hint) or (Any, Any)
+        return f"mappings of {_plural(key)} to {_plural(value)}"
+    return describe(hint)
+
+
+def check_types(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> None:
+    """Raise InputError for the first argument of `fn` (given as `arguments`, e.g. its
+    locals()) whose value its type hint does not allow."""
+    hints = _hints(fn)
+    declared_params = _signature(fn).parameters
+    for name, value in arguments.items():
+        if name in NOT_FRONT_END or name not in hints or name == "return":
+            continue
+        if name in declared_params and value is declared_params[name].default:
+            continue  # the declared default (the common case): nothing to check
+        if not _accepts(value, hints[name]):
+            raise InputError(name, value, describe(hints[name]))

@@ -141,7 +141,7 @@ def fresh_dir_mtime(path: str) -> int | None:
         if _statx(_AT_FDCWD, os.fsencode(path), _AT_SYMLINK_NOFOLLOW | _AT_STATX_FORCE_SYNC, _STATX_TYPE_MODE_MTIME, ctypes.byref(buf)) == 0:
             if not stat.S_ISDIR(buf.mode):
                 return None
-            return buf.mtime.sec * 1_000_000_000 + buf.mtime.nsec
+            return int(buf.mtime.sec * 1_000_000_000 + buf.mtime.nsec)
         err = ctypes.get_errno()
         if err not in (errno.ENOSYS, errno.EINVAL, errno.EPERM):
             raise OSError(err, os.strerror(err), path)

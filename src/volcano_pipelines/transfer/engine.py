@@ -1,6 +1,6 @@
 """The sync engine: one `run(request, listener)` lists both sides, plans, and carries the
 plan out (or describes it, on a dry run) under the destination lock, then reports. The
-step (`steps/staging.py`) only checks its arguments and builds the request."""
+step (`steps/_sync.py`) only checks its arguments and builds the request."""
 
 from __future__ import annotations
 

@@ -217,7 +217,7 @@ class Executor:
         if self.interrupted.is_set():  # a Ctrl-C between two passes
             self._cancel_pending()
         out: list[Outcome] = []
-        for item, future in zip(items, futures):
+        for item, future in zip(items, futures, strict=True):
             try:
                 outcome = future.result()
                 # batch: the file is renamed once its flush pass is done

@@ -1,5 +1,5 @@
 """The transfer's progress: thread-safe counters the executor's threads advance, and the
-hooks a front end overrides (steps/staging.py forwards them to the Progress every step takes;
+hooks a front end overrides (steps/_sync.py forwards them to the Progress every step takes;
 the CLI draws its own)."""
 
 from __future__ import annotations

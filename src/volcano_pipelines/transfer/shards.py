@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from volcano_pipelines.transfer.dest import remove_temp_files, write_file_atomic
 from volcano_pipelines.transfer.plan import (
@@ -27,7 +28,7 @@ def write_shards(root: str, entries: Sequence[Entry], count: int) -> list[str]:
     os.makedirs(directory, exist_ok=True)
     shards = shard_by_bytes(entries, count)
     written: list[str] = []
-    index = {"num_shards": count, "shards": []}
+    index: dict[str, Any] = {"num_shards": count, "shards": []}
     for shard in shards:
         name = shard_file_name(shard.index, count)
         path = os.path.join(directory, name)

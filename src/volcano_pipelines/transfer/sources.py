@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import socket
 import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Protocol, TypeVar
+from typing import Any, BinaryIO, Protocol, TypeVar, cast
 
+from volcano_pipelines import backoff
 from volcano_pipelines.errors import ClusterError, InputError
 from volcano_pipelines.transfer.plan import Entry
 from volcano_pipelines.transfer.urls import (
@@ -112,10 +112,10 @@ def with_retries(
     for attempt in range(1, attempts + 1):
         try:
             return fn()
-        except Exception as err:  # noqa: BLE001 - classified below
+        except Exception as err:
             if attempt == attempts or not is_transient(err):
                 raise
-            delay = min(max_delay, base_delay * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+            delay = backoff.delay(attempt, base_delay, max_delay, jitter=True)
             log.warning("%s failed (%s); retry %d/%d in %.1fs", what, short_error(err), attempt, attempts - 1, delay)
             sleep(delay)
     raise AssertionError("unreachable")
@@ -204,7 +204,7 @@ class _HdfsReader:
         self._r = reader
 
     def read(self, n: int = -1) -> bytes:
-        return self._r.read(n)
+        return cast(bytes, self._r.read(n))
 
     def length(self) -> int:
         return len(self._r)
@@ -263,7 +263,7 @@ class HdfsSource(_RootedTree):
         url = f"{location.scheme}://{location.authority}" if location.authority else None
         try:
             self.client = Client(url, config_dir=conf_dir, **kwargs)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             raise ClusterError(f"cannot create an HDFS client for {location.url}: {err}") from err
         self._single: bool | None = None
 
@@ -369,7 +369,7 @@ class FsspecSource(_RootedTree):
         return Entry(rel, int(info["size"]), self._mtime_ms(info))
 
     def open(self, rel: str) -> BinaryIO:
-        return self.fs.open(self._abs(rel), "rb", block_size=8 << 20)
+        return cast(BinaryIO, self.fs.open(self._abs(rel), "rb", block_size=8 << 20))
 
     def close(self) -> None:
         pass

@@ -102,6 +102,8 @@ def pod_template(
         tolerations=role.tolerations,
         priority_class=job.priority_class,
     )
+    if job.deadline is not None:
+        spec["activeDeadlineSeconds"] = job.deadline
     metadata: dict[str, Any] = {"labels": {**job.labels, **role.labels, **identity_labels(step, job.run_id)}}
     if role.annotations:
         metadata["annotations"] = dict(role.annotations)
@@ -153,7 +155,7 @@ def job_envelope(
     # servers keep the job Running forever: either restart it or end it, never neither.
     policies = [
         {"event": "PodEvicted", "action": "RestartJob"},
-        {"event": "PodFailed", "action": "RestartJob" if job.restart_on_pod_failure else "TerminateJob"},
+        {"event": "PodFailed", "action": "RestartJob" if job.restart_on_failure else "TerminateJob"},
     ]
     spec: dict[str, Any] = {
         "schedulerName": "volcano",
@@ -164,8 +166,8 @@ def job_envelope(
         "policies": policies,
         "tasks": [dict(t) for t in tasks],
     }
-    if job.ttl_seconds_after_finished is not None:
-        spec["ttlSecondsAfterFinished"] = job.ttl_seconds_after_finished
+    if job.ttl is not None:
+        spec["ttlSecondsAfterFinished"] = job.ttl
     if job.priority_class:
         spec["priorityClassName"] = job.priority_class
     return {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from volcano_pipelines.labels import TRAIN_STEP
 from volcano_pipelines.volcano.common import (
     code_env,
     task_min_available,
@@ -20,7 +21,7 @@ from volcano_pipelines.volcano.validate import validate_mpi
 
 __all__ = ["MASTER", "STEP", "WORKER", "WORKER_HOSTFILE", "build_mpi_job"]
 
-STEP = "train"
+STEP = TRAIN_STEP
 MASTER = "mpimaster"
 WORKER = "mpiworker"
 # Written by Volcano's svc plugin: one line per pod of the task, `<job>-mpiworker-<i>.<job>`.

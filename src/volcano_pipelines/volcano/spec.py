@@ -6,11 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DEFAULT_MPI_IMAGE", "DEFAULT_TF_IMAGE", "DEFAULT_TF_PORT", "CodeSource", "JobOptions", "MPIJobSpec", "Resources", "Role", "Storage", "TFJobSpec"]
+__all__ = ["MPI_MASTER_RESOURCES", "MPI_TASKS", "TF_TASKS", "DEFAULT_MPI_IMAGE", "DEFAULT_TF_IMAGE", "DEFAULT_TF_PORT", "CodeSource", "JobOptions", "MPIJobSpec", "Resources", "Role", "Storage", "TFJobSpec"]
 
 DEFAULT_TF_IMAGE = "tensorflow/tensorflow:2.16.1"
 DEFAULT_MPI_IMAGE = "volcanosh/example-mpi:0.0.3"
 DEFAULT_TF_PORT = 2222
+# The tasks (Volcano task names) of each kind of job.
+TF_TASKS = ("ps", "worker", "chief", "evaluator")
+MPI_TASKS = ("mpimaster", "mpiworker")
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,10 @@ class Resources:
     cpu: str | None = "1"
     memory: str | None = "2Gi"
     gpu: int = 0
+
+
+# What the MPI master (mpiexec, not a training process) requests unless told otherwise.
+MPI_MASTER_RESOURCES = Resources(cpu="500m", memory="512Mi")
 
 
 @dataclass(frozen=True)
@@ -68,12 +75,13 @@ class JobOptions:
     priority_class: str | None = None
     min_available: int | None = None  # None: every replica (gang)
     max_retry: int = 3
-    ttl_seconds_after_finished: int | None = 3600
+    ttl: int | None = 3600
+    deadline: int | None = None  # every pod's activeDeadlineSeconds
     image_pull_secrets: tuple[str, ...] = ()
     service_account: str | None = None
     run_id: str | None = None
     labels: dict[str, str] = field(default_factory=dict)  # on the Job and every pod
-    restart_on_pod_failure: bool = True  # PodFailed -> RestartJob (bounded by max_retry), else TerminateJob
+    restart_on_failure: bool = True  # PodFailed -> RestartJob (bounded by max_retry), else TerminateJob
 
 
 @dataclass(frozen=True)
@@ -95,7 +103,7 @@ class MPIJobSpec:
     command: tuple[str, ...]  # the program mpiexec runs on every slot, argv form
     code: CodeSource = field(default_factory=CodeSource)
     storage: Storage = field(default_factory=Storage)
-    master: Role = field(default_factory=lambda: Role(resources=Resources(cpu="500m", memory="512Mi")))
+    master: Role = field(default_factory=lambda: Role(resources=MPI_MASTER_RESOURCES))
     worker: Role = field(default_factory=Role)
     slots_per_worker: int = 1
     mpiexec_args: tuple[str, ...] = ()  # extra mpiexec options, verbatim

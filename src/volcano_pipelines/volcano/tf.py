@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from volcano_pipelines.labels import TRAIN_STEP
 from volcano_pipelines.volcano.common import (
     code_env,
     task_min_available,
@@ -23,14 +24,14 @@ from volcano_pipelines.volcano.validate import check_tf_cluster_size, validate_t
 
 __all__ = ["STEP", "build_tf_job", "cluster_spec", "completing_task", "roles"]
 
-STEP = "train"
+STEP = TRAIN_STEP
 # Task order matters only for readability of the rendered YAML.
 TASK_ORDER = ("chief", "ps", "worker", "evaluator")
 
 
 def roles(spec: TFJobSpec) -> dict[str, Role]:
     present = {"chief": spec.chief, "ps": spec.ps, "worker": spec.worker, "evaluator": spec.evaluator}
-    return {name: present[name] for name in TASK_ORDER if present[name] is not None}  # type: ignore[misc]
+    return {name: role for name in TASK_ORDER if (role := present[name]) is not None}
 
 
 def completing_task(spec: TFJobSpec) -> str:

@@ -50,6 +50,7 @@ RESERVED_ENV_PREFIXES = ("VPIPE_", "VK_")
 RESERVED_ENV_NAMES = frozenset({"TF_CONFIG"})
 RESERVED_MOUNTS = ("/vpipe", "/etc/volcano", "/root/.ssh")
 MAX_HOSTNAME = 63
+INT32_MAX = 2**31 - 1  # Volcano keeps maxRetry and ttlSecondsAfterFinished as int32
 
 # Size limits, checked before anything large is built.
 # Volcano creates a job's pods one API call at a time and gang scheduling must place all of
@@ -171,10 +172,14 @@ def check_job_options(job: JobOptions, task_replicas: Mapping[str, int], *, alwa
                   f"an integer between {always_needed + 1} (every parameter server / chief / master plus one worker) "
                   f"and the total number of replicas ({total})")
     # Volcano's webhook turns maxRetry 0 into 3: 0 would mean different things on different clusters.
-    if not isinstance(job.max_retry, int) or isinstance(job.max_retry, bool) or job.max_retry < 1:
-        fail("job.max_retry", job.max_retry, "an integer >= 1 (to fail at the first failed pod, turn off restart on pod failure)")
-    if job.ttl_seconds_after_finished is not None:
-        check_positive("job.ttl_seconds_after_finished", job.ttl_seconds_after_finished, allow_zero=True)
+    if not isinstance(job.max_retry, int) or isinstance(job.max_retry, bool) or not 1 <= job.max_retry <= INT32_MAX:
+        fail("job.max_retry", job.max_retry, f"an integer from 1 to {INT32_MAX} (to fail at the first failed pod, "
+             "turn off restart on pod failure)")
+    if job.ttl is not None:
+        # Volcano stores both as int32: a larger value would be refused or wrap around.
+        check_bounded("job.ttl", job.ttl, 0, INT32_MAX)
+    if job.deadline is not None:
+        check_positive("job.deadline", job.deadline)
     for i, secret in enumerate(job.image_pull_secrets):
         check_dns_subdomain(f"job.image_pull_secrets[{i}]", secret)
     if job.service_account is not None:

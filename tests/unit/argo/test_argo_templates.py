@@ -4,6 +4,8 @@ cluster is needed) and must hand the step exactly what the Python API would get.
 
 from __future__ import annotations
 
+import argparse
+
 import json
 import re
 from pathlib import Path
@@ -17,11 +19,11 @@ from tests.unit.argo import local_run
 from tests.unit.argo.local_run import REPO, load, template
 from volcano_pipelines.argo import compile as argo_compile
 from volcano_pipelines.argo import templates
-from volcano_pipelines.argo.inputs import FIXED_BY_POD, command_parser, output_names
+from volcano_pipelines.argo.inputs import FIXED_BY_POD, output_names
 from volcano_pipelines.argo.outputs import output_files
 from volcano_pipelines.steps.params import params
-from volcano_pipelines.steps.results import TrainResult
-from volcano_pipelines.steps.train import render_mpi, render_tf
+from volcano_pipelines.steps._results import TrainResult
+from volcano_pipelines.steps._train import render_mpi, render_tf
 
 ARTIFACTS = argo_compile.artifacts()
 
@@ -41,6 +43,18 @@ def test_artifacts_are_the_argo_files() -> None:
 
 
 # --- parameters come from the step signatures -----------------------------------------------
+
+
+def command_parser(words: tuple[str, ...]) -> argparse.ArgumentParser:
+    """The `vpipe` parser of a (sub)command: the templates are built without it (from the step
+    declarations), so checking them against it shows the two agree."""
+    from volcano_pipelines.cli import build_parser
+
+    parser = build_parser(words[0])
+    for word in words:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[word]
+    return parser
 
 
 @pytest.mark.parametrize("name", sorted(templates.STEPS))
@@ -76,29 +90,37 @@ def test_every_flag_of_the_step_is_a_parameter_with_the_signature_default(name: 
             assert inputs[argo_name]["description"].startswith(param.help.split(", e.g. {")[0])
 
 
-def test_a_new_step_argument_becomes_a_parameter(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Nothing in argo/ lists parameters: a parameter the CLI gains appears in the template."""
-    import argparse
+def test_a_new_step_argument_becomes_a_parameter() -> None:
+    """Nothing in argo/ lists parameters or reads the CLI: a parameter the step gains appears
+    in the template, spelled as steps/spelling.py says `vpipe` spells it."""
 
-    from volcano_pipelines.cli import sync as cli_sync
+    def sync(src: str, dst: str, *, max_age: str | None = None, fast: bool = False) -> Any:
+        """Sync.
 
-    original = cli_sync.register
+        Args:
+            src: source
+            dst: destination
+            max_age: only files younger than this
+            fast: go fast
+        """
 
-    def register(subparsers: argparse._SubParsersAction) -> None:
-        original(subparsers)
-        subparsers.choices["sync"].add_argument("--max-age", dest="max_age", help="skip older files")
-
-    def sync(src: str, dst: str, *, max_age: str | None = None) -> Any:
-        pass
-
-    sync.__doc__ = "Sync.\n\n    Args:\n        src: source\n        dst: destination\n        max_age: only files younger than this\n"
-
-    monkeypatch.setattr(cli_sync, "register", register)
-    spec = templates.StepSpec("sync", sync, ("sync",))
+    spec = templates.StepSpec("sync", sync, ("sync",), positional=("src", "dst"))
     cmd = templates.command(spec)
     assert cmd.input("max-age").spec == "--max-age"
     assert cmd.input("max-age").description == "only files younger than this"
     assert cmd.input("max-age").default == ""
+    assert cmd.input("fast").spec == "?--fast" and cmd.input("fast").enum == ("true", "false")
+    assert cmd.input("src").spec == "."
+
+
+def test_argo_does_not_read_the_cli() -> None:
+    import ast
+
+    for path in (Path(templates.__file__).parent).glob("*.py"):
+        tree = ast.parse(path.read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        assert not {m for m in imported if m.startswith("volcano_pipelines.cli")}, path
+        assert "_actions" not in path.read_text(), path
 
 
 def test_where_the_step_runs_is_fixed_by_the_pod_and_the_run_id_is_the_workflow_uid() -> None:

@@ -13,8 +13,8 @@ import yaml
 from volcano_pipelines.cli import main
 from volcano_pipelines.cli.flags import flag_for
 from volcano_pipelines.local.plan import expand
-from volcano_pipelines.steps.train import render_mpi, render_tf
-from volcano_pipelines.steps.train_spec import MPI_TASKS, TF_TASKS, param_for
+from volcano_pipelines.steps._train import render_mpi, render_tf
+from volcano_pipelines.steps._train_spec import MPI_TASKS, TF_TASKS, param_for
 
 
 def render(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -160,7 +160,7 @@ def test_flag_for_maps_spec_paths_through_step_arguments() -> None:
     assert flag_for(render_mpi, param_for("mpimaster.resources.memory"), MPI_TASKS) == "--mpimaster-memory"
     assert tf("worker.env[A]") == "--env" and tf("worker.env name") == "--env"
     assert tf("job.image_pull_secrets[1]") == "--image-pull-secret"
-    assert tf("job.ttl_seconds_after_finished") == "--ttl"
+    assert tf("job.ttl") == "--ttl"
     assert tf("args[0]") == "arguments after --"
     assert tf("unknown.thing") is None
 

@@ -149,3 +149,48 @@ def test_errors_that_are_not_api_answers_pass_through() -> None:
 
     with pytest.raises(KeyError):
         retry.call("do it", call, sleep=lambda _: None)
+
+
+# --- the one reconnecting loop (k8s/watch.py), as the Informer uses it ----------------------------
+
+def test_reconnecting_rereads_after_410_resumes_after_a_drop_and_raises_the_rest() -> None:
+    from volcano_pipelines.k8s.errors import KubeError
+    from volcano_pipelines.k8s.watch import reconnecting
+
+    sleeps: list[float] = []
+    reads: list[str] = []
+    started_from: list[str] = []
+    script: list[list[Any]] = [
+        [(("ADDED", "a"), "11"), urllib3.exceptions.ProtocolError("connection reset")],  # resumes from 11
+        [ApiException(status=410)],  # re-reads
+        [(None, "21"), (("MODIFIED", "b"), "22")],  # a bookmark, then an event; window ends
+        [ApiException(status=403, reason="Forbidden")],  # not transient: raised, typed
+    ]
+
+    def read() -> tuple[list[tuple[str, Any]], str]:
+        reads.append("read")
+        return [("sync", len(reads))], str(10 * len(reads))
+
+    def stream(version: str) -> Iterator[tuple[Any, str]]:
+        started_from.append(version)
+        for item in script.pop(0):
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    events: list[Any] = []
+    with pytest.raises(KubeError):
+        for event in reconnecting(cluster(sleeps), "things", read, stream):
+            events.append(event)
+    assert events == [("sync", 1), ("ADDED", "a"), None, ("sync", 2), ("MODIFIED", "b"), None]
+    assert started_from == ["10", "11", "20", "22"]
+    assert sleeps == [0.5]  # one pause, by the client's backoff
+
+
+def test_backoff_is_capped_and_jitter_stays_within_half_to_full() -> None:
+    from volcano_pipelines import backoff
+
+    assert [backoff.delay(n, 0.5, 4.0) for n in range(1, 7)] == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+    assert backoff.delay(3, 0.5, 4.0, jitter=True, rand=lambda: 0.0) == 1.0
+    assert backoff.delay(3, 0.5, 4.0, jitter=True, rand=lambda: 1.0) == 2.0
+    assert backoff.delay(10_000, 0.5, 4.0) == 4.0  # no overflow for a long outage

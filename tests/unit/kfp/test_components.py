@@ -5,7 +5,8 @@ and a type KFP cannot carry is refused rather than dropped."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Optional
 
 import pytest
 
@@ -44,7 +45,7 @@ def _check_mirrors_step(name: str, component: Any, *, descriptions: bool = True)
         if param.name in spec.skip:
             continue
         given = inputs[param.name]
-        base, _ = kfp_type(param.annotation)
+        base, _ = kfp_type(param.hint)
         assert given.type == KFP_TYPES[base], (name, param.name, given.type)
         if param.required:
             assert given.default is None and not given.optional, (name, param.name)
@@ -140,13 +141,19 @@ def test_a_parameter_named_like_an_output_artifact_is_refused() -> None:
         component_source(ComponentSource("c", "sync", "c", ()), _clashing_step)
 
 
-@pytest.mark.parametrize(("annotation", "expected"), [
-    ("str", ("str", False)), ("str | None", ("str", True)), ("Optional[int]", ("int", True)),
-    ("Sequence[str]", ("list", False)), ("Mapping[str, Mapping[str, str]] | None", ("dict", True)),
-    ("float | None", ("float", True)), ("bool", ("bool", False)),
+@pytest.mark.parametrize(("hint", "expected"), [
+    (str, ("str", False)), (str | None, ("str", True)),
+    (Optional[int], ("int", True)),  # noqa: UP045 - the old spelling must work too
+    (Sequence[str], ("list", False)), (Mapping[str, Mapping[str, str]] | None, ("dict", True)),
+    (float | None, ("float", True)), (bool, ("bool", False)), (Literal["a", "b"], ("str", False)),
 ])
-def test_kfp_type(annotation: str, expected: tuple[str, bool]) -> None:
-    assert kfp_type(annotation) == expected
+def test_kfp_type(hint: Any, expected: tuple[str, bool]) -> None:
+    assert kfp_type(hint) == expected
+
+
+def test_a_type_kfp_cannot_carry_is_refused() -> None:
+    with pytest.raises(UnsupportedParameter):
+        kfp_type(bytes)
 
 
 def _quoting_step(src: str) -> None:

@@ -43,7 +43,7 @@ def test_pipeline_parameters_take_the_steps_defaults(kind: str) -> None:
             continue
         component, name = item.feeds[0]
         param = next(p for p in params(step_function(COMPONENTS[component].step)) if p.name == name)
-        base, _ = kfp_type(param.annotation)
+        base, _ = kfp_type(param.hint)
         definition = given[item.name]
         if item.required or param.required:
             assert "defaultValue" not in definition and not definition.get("isOptional"), item.name
@@ -100,7 +100,7 @@ def _check_lifecycle_chain(spec: dict[str, Any], tasks: dict[str, dict[str, Any]
                            after: tuple[str, ...]) -> None:
     """sync -> train -> reap -> tensorboard -> serve; each acts on the job train created."""
     chain = ["sync", train_task, *after]
-    for before, step in zip(chain[1:], chain[2:]):
+    for before, step in zip(chain[1:], chain[2:], strict=False):
         holder = "condition-2" if step == "serve" else step
         assert before in tasks[holder]["dependentTasks"], f"{step} does not run after {before}"
     job = {"taskOutputParameter": {"outputParameterKey": "job_name", "producerTask": train_task}}

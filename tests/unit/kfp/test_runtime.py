@@ -11,7 +11,7 @@ import pytest
 
 from volcano_pipelines.kfp.runtime import run_step, step_arguments, step_function
 from volcano_pipelines.kfp.specs import COMPONENTS
-from volcano_pipelines.steps.train import train_tf
+from volcano_pipelines.steps._train import train_tf
 
 
 class Metrics:
@@ -30,7 +30,7 @@ class Markdown:
 
 
 def _outputs(step: str, values: tuple[Any, ...]) -> dict[str, Any]:
-    return dict(zip([name for name, _, _ in COMPONENTS[step].outputs], values))
+    return dict(zip([name for name, _, _ in COMPONENTS[step].outputs], values, strict=True))
 
 
 def test_empty_ui_values_mean_not_set_only_where_the_default_is_none() -> None:

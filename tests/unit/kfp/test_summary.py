@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from volcano_pipelines.kfp import summary
-from volcano_pipelines.steps.results import TrainResult
+from volcano_pipelines.steps._results import TrainResult
 
 
 def _failed() -> dict:

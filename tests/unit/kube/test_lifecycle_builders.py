@@ -4,6 +4,8 @@ with the -gpu variant, a model config only for non-default version policies, own
 
 from __future__ import annotations
 
+from typing import Any
+
 from volcano_pipelines.kube.serving import (
     ServingSpec,
     build_inference_service,
@@ -58,7 +60,10 @@ def test_template_hash_changes_with_the_template_only() -> None:
     a = build_tensorboard(TensorboardSpec(name="tb", namespace="ml", log_pvc="logs"))[0]
     b = build_tensorboard(TensorboardSpec(name="tb", namespace="ml", log_pvc="logs", expires_at="2030-01-01T00:00:00Z"))[0]
     c = build_tensorboard(TensorboardSpec(name="tb", namespace="ml", log_pvc="logs", logdir="other"))[0]
-    digest = lambda d: d["spec"]["template"]["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION]
+
+    def digest(d: dict[str, Any]) -> str:
+        return str(d["spec"]["template"]["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION])
+
     assert digest(a) == digest(b) != digest(c)
 
 

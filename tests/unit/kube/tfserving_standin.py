@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from tests.helpers.http_server import running
 
 
 def status_body(*versions: tuple[int, str], error_code: str = "OK", error_message: str = "") -> dict[str, Any]:
@@ -75,10 +76,5 @@ def standin(model: str, script: list[tuple[int, Any]], *, bind: str = "127.0.0.1
     handler = type("Handler", (_Handler,), {"state": state})
     server = http.server.ThreadingHTTPServer((bind, 0), handler)
     state.url = f"http://{bind}:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(server):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from volcano_pipelines.steps.finish import FAILED_STATES, SUCCEEDED_STATES, run_outcome
+from volcano_pipelines.steps._finish import FAILED_STATES, SUCCEEDED_STATES, run_outcome
 
 
 @pytest.mark.parametrize("state", ["COMPLETE", "CACHED", "SUCCEEDED", "Succeeded", "complete", " COMPLETE "])

@@ -10,7 +10,7 @@ import pytest
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.lifecycle import reap as rule
-from volcano_pipelines.steps.reaping import check_selector
+from volcano_pipelines.steps._reap import check_selector
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 UID = "job-uid-1"
@@ -270,7 +270,9 @@ def test_selector_matching() -> None:
     assert rule.selector_matches({"matchLabels": {"app": "x"}}, labels)
     assert not rule.selector_matches({"matchLabels": {"app": "y"}}, labels)
     assert not rule.selector_matches({}, labels) and not rule.selector_matches(None, labels)
-    expr = lambda op, values=None: {"matchExpressions": [{"key": "tier", "operator": op, "values": values or []}]}
+    def expr(op: str, values: list[str] | None = None) -> dict[str, Any]:
+        return {"matchExpressions": [{"key": "tier", "operator": op, "values": values or []}]}
+
     assert rule.selector_matches(expr("In", ["ps", "w"]), labels) and not rule.selector_matches(expr("NotIn", ["ps"]), labels)
     assert rule.selector_matches(expr("Exists"), labels) and not rule.selector_matches(expr("DoesNotExist"), labels)
 

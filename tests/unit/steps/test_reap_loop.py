@@ -21,7 +21,7 @@ from tests.unit.steps.test_reap_decision import (
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.k8s.errors import Forbidden
 from volcano_pipelines.progress import Progress
-from volcano_pipelines.steps import reaping as step
+from volcano_pipelines.steps import _reap as step
 
 
 class Recorder:

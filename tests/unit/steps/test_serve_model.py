@@ -24,7 +24,7 @@ from volcano_pipelines.lifecycle.tfserving import (
     parse_model_status,
     versions_to_prune,
 )
-from volcano_pipelines.steps.serving import (
+from volcano_pipelines.steps._serve import (
     _direct_fetch,
     _prune,
     local_listing,

@@ -8,7 +8,7 @@ import pytest
 from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, failed_pod, job
 from volcano_pipelines.backends.base import Scheduling
 from volcano_pipelines.progress import Progress
-from volcano_pipelines.steps.waiting import Cancelled, WaitPolicy, run
+from volcano_pipelines.steps._waiting import Cancelled, WaitPolicy, run
 from volcano_pipelines.volcano.status import JobStatus
 from volcano_pipelines.volcano.tf import build_tf_job
 from volcano_pipelines.volcano.spec import JobOptions, TFJobSpec

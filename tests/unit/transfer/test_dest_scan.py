@@ -9,15 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.trees import write_tree as _make
 from tests.storage.trees import OLD_NS, age_dirs
 from volcano_pipelines.transfer import dest
 from volcano_pipelines.transfer.plan import Entry, temp_name
 
 
-def _make(root: Path, files: dict[str, bytes]) -> None:
-    for rel, data in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(data)
 
 
 def _paths(listing: dest.DestListing) -> set[str]:

@@ -7,18 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.trees import write_tree as _tree
 from tests.storage.trees import age_dirs, read_tree, temp_files
 from volcano_pipelines.cli import main
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps.staging import SyncFailed, sync
+from volcano_pipelines.steps._sync import SyncFailed, sync
 from volcano_pipelines.transfer.plan import temp_name
 
 
-def _tree(root: Path, files: dict[str, bytes]) -> None:
-    for rel, data in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
 
 
 @pytest.fixture

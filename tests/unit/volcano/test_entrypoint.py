@@ -4,16 +4,13 @@ HTTP server, the entry point run with the contract's arguments, and arbitrary us
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import io
 import json
 import os
 import socket
 import subprocess
 import tarfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.volcano.http_server import Seen, basic, serve
+from tests.helpers.http_server import Seen, basic, serve
 from volcano_pipelines.local.plan import expand
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Role, Storage, TFJobSpec
@@ -33,11 +30,6 @@ RECORDER = """#!/bin/bash
 exec python3 -c 'import json, os, sys
 json.dump({"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd()}, open(os.environ["VPIPE_TEST_OUT"], "w"))' "$@"
 """
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -58,11 +50,8 @@ def file_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
     (root / "evil.tgz").write_bytes(evil.getvalue())
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", root
-    server.shutdown()
+    with serve(root) as server:
+        yield server.base, root
 
 
 def run_container(job: dict, task: str, tmp: Path, *, task_index: int = 0, extra_env: dict[str, str] | None = None,

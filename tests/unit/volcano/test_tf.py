@@ -144,7 +144,7 @@ def test_no_run_label_without_run_id() -> None:
 def test_job_options_map_to_spec() -> None:
     job = build_tf_job(
         spec(job=JobOptions(name="mnist", queue="research", priority_class="high", max_retry=1,
-                            ttl_seconds_after_finished=None, service_account="trainer", restart_on_pod_failure=False))
+                            ttl=None, service_account="trainer", restart_on_failure=False))
     )
     s = job["spec"]
     assert s["queue"] == "research" and s["priorityClassName"] == "high"

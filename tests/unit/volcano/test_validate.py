@@ -76,7 +76,7 @@ def test_max_retry_at_least_one(value: int) -> None:
 
 
 def test_ttl_non_negative() -> None:
-    rejects(build_tf_job, tf(job_ttl_seconds_after_finished=-5), "job.ttl_seconds_after_finished", -5)
+    rejects(build_tf_job, tf(job_ttl=-5), "job.ttl", -5)
 
 
 @pytest.mark.parametrize("cpu", ["2x", "-1", "one", "1.2.3", ""])

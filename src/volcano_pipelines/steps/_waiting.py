@@ -19,7 +19,7 @@ from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend, Job, Job
 from volcano_pipelines.errors import WorkFailed
 from volcano_pipelines.labels import RUN_LABEL
 from volcano_pipelines.progress import Progress
-from volcano_pipelines.steps.results import TrainResult
+from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.status import (
     FAILED_PHASES,
     FINAL_PHASES,

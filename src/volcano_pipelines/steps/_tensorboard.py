@@ -8,9 +8,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, ClassVar, Literal, get_args
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps.registry import WHOLE, Output
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.kube.tensorboard import (
     TENSORBOARD_IMAGE,
     TENSORBOARD_PORT,
@@ -35,7 +37,8 @@ from volcano_pipelines.kube.validate import (
 
 __all__ = ["SERVICE_TYPES", "TensorboardResult", "check_common", "tensorboard"]
 
-SERVICE_TYPES = ("NodePort", "ClusterIP")
+ServiceType = Literal["NodePort", "ClusterIP"]
+SERVICE_TYPES: tuple[str, ...] = get_args(ServiceType)
 NOT_WAITED = "applied; not waited for"
 _HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:]+\]")
 _PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
@@ -43,6 +46,15 @@ _PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
 
 @dataclass
 class TensorboardResult:
+    # The KFP component's output parameters (steps/registry.py).
+    OUTPUTS: ClassVar[tuple[Output, ...]] = (
+        Output("url", "the URL to open (Ingress, else node port, else in-cluster)", missing=""),
+        Output("name", "name of the TensorBoard Deployment and Service"),
+        Output("namespace", "namespace of TensorBoard"),
+        Output("ready", "TensorBoard is ready"),
+        Output("result", "the whole step result (TensorboardResult.to_dict())", WHOLE),
+    )
+
     name: str
     namespace: str
     url: str | None  # what a user opens: the Ingress URL, else node address + node port, else the in-cluster URL
@@ -97,7 +109,7 @@ def tensorboard(
     namespace: str | None = None,
     job: str | None = None,
     ttl: float | None = None,
-    service_type: str = "NodePort",
+    service_type: ServiceType = "NodePort",
     node_port: int | None = None,
     node_address: str | None = None,
     ingress_path: str | None = None,
@@ -149,6 +161,7 @@ def tensorboard(
         kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
         context: kubeconfig context
     """
+    check_types(tensorboard, locals())
     progress = progress or Progress()
     check_common(name=name, namespace=namespace, pvc_field="log_pvc", pvc=log_pvc, image=image, cpu=cpu, memory=memory,
                  labels=labels, run_id=run_id, image_pull_secrets=image_pull_secrets, timeout=timeout)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.volcano.http_server import Seen, basic, serve
+from tests.helpers.http_server import Seen, basic, serve
 from tests.unit.volcano.test_entrypoint import RECORDER, received, run_container, tf_job
 from volcano_pipelines.volcano.spec import CodeSource
 

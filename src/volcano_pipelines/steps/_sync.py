@@ -10,6 +10,8 @@ import stat
 from collections.abc import Sequence
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps.params import check_types
+from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.transfer import engine
 from volcano_pipelines.transfer.durability import DEFAULT_DURABILITY, MODES
@@ -47,6 +49,15 @@ MAX_SHARDS = 100_000
 MAX_CHUNK_MIB = 256
 MAX_STREAMS = 16
 DURABILITY_MODES = MODES
+
+# The KFP component's output parameters (steps/registry.py); the result type itself lives
+# with the engine (transfer/result.py), which may not import the step layer.
+SyncResult.OUTPUTS = (  # type: ignore[attr-defined]
+    Output("copied", "files copied"),
+    Output("bytes_copied", "bytes copied"),
+    Output("failed", "files that failed (the step fails when any did)"),
+    Output("result", "the whole step result (SyncResult.to_dict())", WHOLE, drop=("plan",)),
+)
 
 
 class _Forward(TransferProgress):
@@ -106,7 +117,36 @@ def sync(
 
     `durability` ("file", "batch", "none"; docs/sync.md) says when a file's data is
     forced to stable storage before it gets its final name; `streams` how many ranges of
-    one large file are read in parallel."""
+    one large file are read in parallel.
+
+    Args:
+        src: hdfs://nn:8020/path, hdfs://nameservice/path, viewfs://..., webhdfs://host:9870/path, file:///path
+        dst: destination directory (the mounted volume)
+        include: only files matching (repeatable); '**' crosses directories
+        exclude: skip files matching (repeatable)
+        checksum: compare and verify by content hash, not size + mtime
+        delete: remove destination files that are not in the source
+        max_delete: with --delete, refuse (exit 2, nothing changed) a plan that deletes more than N files or P% of
+            the destination's files; a source that selects no file never deletes without --force-delete
+        force_delete: with --delete, delete whatever the plan says, even everything (no --max-delete, no
+            empty-source check)
+        dry_run: print the plan, change nothing
+        transfers: parallel file transfers
+        shards: write N manifests balanced by bytes under DST/.vpipe/shards/
+        user: simple-auth user (default: $HADOOP_USER_NAME or the login user)
+        kerberos_principal: Kerberos principal (with --kerberos-keytab, or a ticket cache)
+        kerberos_keytab: keytab file for --kerberos-principal
+        kerberos_ccache: Kerberos ticket cache (default: KRB5CCNAME)
+        hadoop_conf_dir: directory with core-site.xml / hdfs-site.xml (default: $HADOOP_CONF_DIR)
+        chunk_mib: streaming chunk size in MiB, 1 to 256
+        full_scan: read every destination directory instead of reusing the listings of unchanged ones
+            (DST/.vpipe/scan-cache.json); also finds files edited in place by other writers
+        durability: when data reaches stable storage, always before the file gets its final name: file (fsync
+            each file), batch (flush the files written meanwhile together), none (no fsync: after a crash a
+            file may be empty under its name)
+        streams: ranges of one large file read in parallel, 1 to 16
+    """
+    check_types(sync, locals())
     location = parse_source(src)
     root = parse_dest(dst)
     for name, globs in (("include", include), ("exclude", exclude)):

@@ -16,13 +16,15 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, ClassVar, Literal, get_args
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps.registry import WHOLE, Output
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.lifecycle import reap as rule
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.kube.validate import (
@@ -36,7 +38,8 @@ __all__ = ["ON_FAILURE_CHOICES", "ReapResult", "ReapedUnit", "check_selector", "
 
 log = logging.getLogger(__name__)
 
-ON_FAILURE_CHOICES = ("report", "abort")
+OnFailure = Literal["report", "abort"]
+ON_FAILURE_CHOICES: tuple[str, ...] = get_args(OnFailure)
 COMMAND_REASON = "ParameterServersLinger"
 EVENT_REAPED = "ParameterServersReaped"
 EVENT_ABORTED = "WorkersFailedAborted"
@@ -70,6 +73,15 @@ class ReapedUnit:
 
 @dataclass
 class ReapResult:
+    # The KFP component's output parameters (steps/registry.py).
+    OUTPUTS: ClassVar[tuple[Output, ...]] = (
+        Output("succeeded", "the job ended (or had nothing to reap); false: its pods failed or the step timed out"),
+        Output("ps_linger_seconds", "how long the parameter servers outlived the completion task (0 when unknown)",
+               missing=0.0),
+        Output("message", "what the step did", missing=""),
+        Output("result", "the whole step result (ReapResult.to_dict())", WHOLE),
+    )
+
     scope: str  # "job NS/NAME", "namespace NS selector S", "all namespaces selector S"
     succeeded: bool
     dry_run: bool = False
@@ -109,7 +121,7 @@ def reap(
     namespace: str | None = None,
     all_namespaces: bool = False,
     grace: float = 30,
-    on_failure: str = "report",
+    on_failure: OnFailure = "report",
     completion_task: str | None = None,
     group_label: str | None = None,
     delete_deployment: bool = False,
@@ -145,6 +157,7 @@ def reap(
         kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
         context: kubeconfig context
     """
+    check_types(reap, locals())
     _check(job, selector, namespace, all_namespaces, grace, on_failure, completion_task, group_label,
            delete_deployment, delete_namespace, once, timeout)
     from volcano_pipelines.k8s.client import connect
@@ -174,7 +187,7 @@ def _check(job: str | None, selector: str | None, namespace: str | None, all_nam
         if group_label is not None:
             raise InputError("group_label", group_label, "only with a selector (classic layout groups)")
     else:
-        check_selector("selector", selector)  # type: ignore[arg-type]
+        check_selector("selector", selector or "")
     if namespace is not None:
         check_dns_label("namespace", namespace)
         if all_namespaces:
@@ -481,7 +494,7 @@ class _Sweep:
         self.progress.note(f"{unit.describe()}: {entry.action}: {decision.reason}")
         self.result.failed.append(entry)
 
-    def _live_ps(self, unit: rule.Unit, decision: rule.Decision) -> list[dict[str, Any]]:
+    def _live_ps(self, unit: rule.Unit, decision: rule.Decision) -> list[Mapping[str, Any]]:
         if unit.kind == "volcano":
             names = set(decision.lingering)
             return [p for p in unit.pods if _name(p) in names]
@@ -563,7 +576,7 @@ def _waiting(unit: rule.Unit, decision: rule.Decision) -> ReapedUnit:
                       completed_at=rule.format_time(decision.completed_at) if decision.completed_at else None)
 
 
-def _uid(obj: dict[str, Any]) -> str:
+def _uid(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
 

@@ -25,9 +25,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.trees import write_tree as _tree
 from tests.storage.trees import read_tree, temp_files
 from volcano_pipelines.cli import main
-from volcano_pipelines.steps.staging import sync
+from volcano_pipelines.steps._sync import sync
 from volcano_pipelines.transfer import durability
 from volcano_pipelines.transfer import executor as executor_mod
 from volcano_pipelines.transfer.executor import Executor, Options
@@ -36,11 +37,6 @@ from volcano_pipelines.transfer.progress import Progress
 from volcano_pipelines.transfer.sources import LocalSource
 
 
-def _tree(root: Path, files: dict[str, bytes]) -> None:
-    for rel, data in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
 
 
 # ---------------------------------------------------------------------------- rejected entries vs --delete
@@ -540,7 +536,7 @@ def tiny_volume(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_a_full_destination_stops_the_sync_cleanly(tmp_path: Path, tiny_volume: Path) -> None:
-    from volcano_pipelines.steps.staging import SyncFailed
+    from volcano_pipelines.steps._sync import SyncFailed
 
     src = tmp_path / "src"
     files = {f"part{i}.bin": os.urandom(400 << 10) for i in range(6)}  # 2.4 MiB into 1 MiB

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+from volcano_pipelines.backends.base import OnCancel
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps.results import TrainResult
+from volcano_pipelines.labels import TRAIN_STEP
+from volcano_pipelines.steps.registry import WHOLE, Output
+from volcano_pipelines.steps.params import check_types
+from volcano_pipelines.steps._results import TrainResult
 
 log = logging.getLogger("volcano_pipelines.finish")
 
@@ -25,11 +29,19 @@ SUCCEEDED = "SUCCEEDED"  # kfp.local's PipelineTaskFinalStatus.state of a run wh
 # case-insensitively. Anything else is not understood: the job is kept, never deleted on a guess.
 SUCCEEDED_STATES = frozenset({"SUCCEEDED", "COMPLETE", "CACHED"})
 FAILED_STATES = frozenset({"FAILED", "FAILURE", "CANCELED", "CANCELLED", "ERROR"})
-TRAIN_STEP = "train"  # the step label of training jobs (volcano/tf.py, volcano/mpi.py)
 
 
 @dataclass
 class RunReport:
+    # The KFP component's output parameters (steps/registry.py).
+    OUTPUTS: ClassVar[tuple[Output, ...]] = (
+        Output("pipeline_state",
+               "how the pipeline's tasks ended (COMPLETE, CACHED, FAILED, CANCELED; SUCCEEDED under kfp.local)"),
+        Output("job_phase", "phase of the run's training job (NotFound when it has none)"),
+        Output("cleanup", "what was done to the job: deleted, aborted, kept or none"),
+        Output("result", "the whole report", WHOLE),
+    )
+
     run_id: str
     pipeline_state: str
     error_message: str | None
@@ -64,7 +76,7 @@ def finish_run(
     namespace: str | None = None,
     kubeconfig: str | None = None,
     context: str | None = None,
-    on_failure: str = "delete",
+    on_failure: OnCancel = "delete",
     log_lines: int = 20,
 ) -> RunReport:
     """Report how a pipeline run ended and what its training job did; when the run failed or
@@ -81,9 +93,10 @@ def finish_run(
         on_failure: what happens to the run's training job when the run failed or was cancelled: delete, abort or keep
         log_lines: last log lines of a failed pod to report
     """
+    check_types(finish_run, locals())
     from volcano_pipelines.k8s import volcano as k8s_volcano
     from volcano_pipelines.k8s.client import connect
-    from volcano_pipelines.steps.train import status
+    from volcano_pipelines.steps._train import status
     from volcano_pipelines.backends.base import ON_CANCEL_CHOICES
     from volcano_pipelines.volcano.status import FINAL_PHASES
 

@@ -4,13 +4,27 @@ turns into pipeline outputs."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+
+from volcano_pipelines.steps.registry import WHOLE, Output
 
 __all__ = ["TrainResult"]
 
 
 @dataclass
 class TrainResult:
+    # The KFP component's output parameters (steps/registry.py).
+    OUTPUTS: ClassVar[tuple[Output, ...]] = (
+        Output("job_name", "name of the Volcano Job", "name"),
+        Output("job_namespace", "namespace of the Volcano Job", "namespace"),
+        Output("run_id", "run identity the job is labelled with", missing=""),
+        Output("phase", "final phase of the job (Completed; DryRun; Pending etc. without wait)"),
+        Output("succeeded", "the job completed"),
+        Output("duration_seconds", "from creation to the final phase (0 when the job has not finished)", missing=0.0),
+        Output("retries", "job restarts"),
+        Output("result", "the whole step result (TrainResult.to_dict())", WHOLE),
+    )
+
     name: str
     namespace: str
     run_id: str | None

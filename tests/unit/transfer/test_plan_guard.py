@@ -10,7 +10,7 @@ import pytest
 
 from volcano_pipelines.cli import build_parser
 from volcano_pipelines.cli.sync import FLAGS, _Printer
-from volcano_pipelines.steps.staging import sync
+from volcano_pipelines.steps._sync import sync
 from volcano_pipelines.transfer.plan import (
     DeleteLimit,
     Entry,

@@ -17,13 +17,16 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar, Literal, get_args
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps.registry import WHOLE, Output
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.kube.serving import (
     GRPC_PORT,
     REST_PORT,
     VERSION_POLICIES,
+    VersionPolicy,
     ServingSpec,
     build_inference_service,
     build_serving,
@@ -37,7 +40,7 @@ from volcano_pipelines.lifecycle.tfserving import (
     versions_to_prune,
 )
 from volcano_pipelines.progress import Progress
-from volcano_pipelines.steps.boards import check_common, require_pvc
+from volcano_pipelines.steps._tensorboard import check_common, require_pvc
 from volcano_pipelines.kube.validate import (
     check_bounded,
     check_http_url,
@@ -48,7 +51,8 @@ __all__ = ["TARGETS", "ServeResult", "local_listing", "serve", "smoke_test", "wa
 
 log = logging.getLogger(__name__)
 
-TARGETS = ("deployment", "kserve")
+Target = Literal["deployment", "kserve"]
+TARGETS: tuple[str, ...] = get_args(Target)
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 STATUS_INTERVAL_SECONDS = 2.0
 ROLLBACK_WAIT_SECONDS = 120.0
@@ -58,6 +62,15 @@ Fetch = Callable[[str, str, Any], tuple[int, str]]  # (method, path under the RE
 
 @dataclass
 class ServeResult:
+    # The KFP component's output parameters (steps/registry.py); -1: no version served.
+    OUTPUTS: ClassVar[tuple[Output, ...]] = (
+        Output("rest_endpoint", "in-cluster REST URL of the model", missing=""),
+        Output("grpc_endpoint", "in-cluster gRPC host:port", missing=""),
+        Output("version", "the newest version served (-1 when none, e.g. a dry run)", missing=-1),
+        Output("succeeded", "the model is served"),
+        Output("result", "the whole step result (ServeResult.to_dict())", WHOLE),
+    )
+
     name: str
     namespace: str
     model_name: str
@@ -153,12 +166,12 @@ def serve(
     cpu: str = "500m",
     memory: str = "1Gi",
     gpus: int = 0,
-    version_policy: str = "latest",
+    version_policy: VersionPolicy = "latest",
     versions: Sequence[int] | None = None,
     smoke_payload: str | None = None,
     keep_versions: int | None = None,
     rest_url: str | None = None,
-    target: str = "deployment",
+    target: Target = "deployment",
     timeout: float = 600,
     run_id: str | None = None,
     labels: Mapping[str, str] | None = None,
@@ -198,6 +211,7 @@ def serve(
         kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
         context: kubeconfig context
     """
+    check_types(serve, locals())
     progress = progress or Progress()
     model_name = model_name or name
     check_common(name=name, namespace=namespace, pvc_field="pvc", pvc=pvc, image=image, cpu=cpu, memory=memory,

@@ -16,17 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.trees import write_tree as _tree
 from tests.storage.trees import read_tree, temp_files
 from volcano_pipelines.cli import main
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _tree(root: Path, files: dict[str, bytes]) -> None:
-    for rel, data in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
 
 
 def _snapshot(root: Path) -> list[str]:
@@ -420,7 +416,7 @@ def test_errors_name_the_flag_and_the_value_typed(argv: list[str], message: str,
 
 def test_the_step_names_its_own_parameters(tmp_path: Path) -> None:
     from volcano_pipelines.errors import InputError
-    from volcano_pipelines.steps.staging import sync
+    from volcano_pipelines.steps._sync import sync
 
     with pytest.raises(InputError) as info:
         sync(str(tmp_path), str(tmp_path / "d"), chunk_mib=0)

@@ -16,7 +16,7 @@ import yaml
 from volcano_pipelines.cli import main
 from volcano_pipelines.k8s.client import connect
 from volcano_pipelines.steps.params import params
-from volcano_pipelines.steps.train import status, train_mpi, train_tf
+from volcano_pipelines.steps._train import status, train_mpi, train_tf
 
 
 def kubeconfig(path: Path, server: str, namespace: str | None = None, insecure: bool = False) -> Path:
@@ -99,7 +99,7 @@ def not_an_api_server() -> Iterator[str]:
     """A real HTTP server that answers 404 to everything (a wrong URL in a kubeconfig)."""
 
     class NotFound(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:
             self.send_response(404)
             self.send_header("Content-Type", "text/plain")
             self.end_headers()

@@ -1,6 +1,7 @@
-"""A real local HTTP file server for the fetch-script tests. It records every request it
-gets (path with query, Authorization header), and can be told to demand Basic auth, to
-answer some requests with an error first, or to redirect."""
+"""A real HTTP file server for tests (one for every suite: the fetch script's, the local
+backend's, the images', the real node's): a directory, served from a thread. It records every
+request it gets (path with query, Authorization header), and can be told to demand Basic
+auth, to answer some requests with an error first, or to redirect."""
 
 from __future__ import annotations
 
@@ -69,16 +70,24 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def serve(root: Path, **options: Any) -> Iterator[FileServer]:
-    state = FileServer(root=root, **options)
-    handler = type("Handler", (_Handler,), {"state": state})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
-    state.base = f"http://127.0.0.1:{server.server_address[1]}"
+def running(server: http.server.ThreadingHTTPServer) -> Iterator[None]:
+    """`server` answering from a daemon thread until the block ends."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield state
+        yield
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@contextmanager
+def serve(root: Path, *, host: str = "127.0.0.1", **options: Any) -> Iterator[FileServer]:
+    """Serve `root` on `host` (a free port); `.base` is its URL, without a trailing '/'."""
+    state = FileServer(root=root, **options)
+    handler = type("Handler", (_Handler,), {"state": state})
+    server = http.server.ThreadingHTTPServer((host, 0), functools.partial(handler, directory=str(root)))
+    state.base = f"http://{host}:{server.server_address[1]}"
+    with running(server):
+        yield state

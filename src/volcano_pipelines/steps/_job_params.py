@@ -1,0 +1,147 @@
+"""The train steps' parameters, each declared once: type, default, help and the spec path it
+fills, in groups (the job's target and policy, its code, storage, per-task settings, the TF and
+MPI shapes, how a run waits). `render_tf`, `render_mpi`, `train_tf` and `train_mpi` get their
+flat signatures and docstrings from these (steps/params.py `declare`), the CLI flags, KFP
+inputs and Argo parameters from those, and the job specs are filled by the spec paths here
+(steps/_train_spec.py). A new job option is one field here plus its builder logic."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from volcano_pipelines.backends.base import OnCancel
+from volcano_pipelines.steps.params import arg, declared
+from volcano_pipelines.volcano.spec import DEFAULT_TF_PORT
+
+__all__ = ["ALL_GROUPS", "BACKENDS", "BackendName", "Code", "MPICommand", "MPIShape", "Policy", "Run", "Storage", "TFShape", "Target", "Tasks",
+           "spec_params"]
+
+# Where a train step runs its job.
+BackendName = Literal["cluster", "local"]
+BACKENDS: tuple[str, ...] = get_args(BackendName)
+
+
+@dataclass(frozen=True)
+class Target:
+    namespace: str = arg("default", "namespace of the job", spec="job.namespace")
+    image: str | None = arg(None, "image of every task (per task: task_images)", spec="job.image")
+
+
+@dataclass(frozen=True)
+class TFShape:
+    ps: int = arg(1, "parameter servers", spec="ps.replicas")
+    workers: int = arg(1, "workers", spec="worker.replicas")
+    chief: bool = arg(False, "add a chief; the job completes when it does")
+    evaluator: bool = arg(False, "add an evaluator (outside the cluster spec)")
+    port: int = arg(DEFAULT_TF_PORT, "gRPC port of every task", spec="port")
+    args: Sequence[str] | None = arg(None, "extra arguments for the entry point, verbatim", spec="args")
+
+
+@dataclass(frozen=True)
+class MPICommand:
+    command: Sequence[str] = arg((), "the program mpiexec runs on every slot, and its arguments", spec="command")
+
+
+@dataclass(frozen=True)
+class MPIShape:
+    workers: int = arg(2, "mpiworker pods", spec="mpiworker.replicas")
+    slots_per_worker: int = arg(1, "MPI slots per worker", spec="slots_per_worker")
+    mpiexec_args: Sequence[str] | None = arg(None, "extra mpiexec options, verbatim", spec="mpiexec_args")
+
+
+@dataclass(frozen=True)
+class Policy:
+    queue: str = arg("default", "Volcano queue", spec="job.queue")
+    priority_class: str | None = arg(None, "PriorityClass of the job and its pods", spec="job.priority_class")
+    min_available: int | None = arg(None, "gang size (default: every replica)", spec="job.min_available")
+    max_retry: int = arg(3, "job restarts before it is Failed", spec="job.max_retry")
+    ttl: int | None = arg(3600, "seconds a finished job is kept", spec="job.ttl")
+    deadline: int | None = arg(None, "seconds each pod may run (activeDeadlineSeconds, per attempt): a pod past it "
+                                     "fails (DeadlineExceeded), which restarts or ends the job like any failed pod",
+                               spec="job.deadline")
+    restart_on_failure: bool = arg(True, "a failed pod restarts the whole job (bounded by max_retry); false: it ends "
+                                         "the job (Terminated)", spec="job.restart_on_failure")
+    image_pull_secrets: Sequence[str] | None = arg(None, "pull secrets of every pod", spec="job.image_pull_secrets")
+    service_account: str | None = arg(None, "ServiceAccount of the pods", spec="job.service_account")
+    run_id: str | None = arg(None, "run identity: a re-run with the same id attaches instead of creating (default "
+                                   "$VPIPE_RUN_ID, else a new one)", spec="job.run_id")
+    labels: Mapping[str, str] | None = arg(None, "labels on the job and its pods", spec="job.labels")
+
+
+@dataclass(frozen=True)
+class Code:
+    code_url: str | None = arg(None, "http(s) URL of the code: a directory ending in '/', an archive, or one file",
+                               spec="code.url")
+    code_sha256: str | None = arg(None, "expected SHA-256 of the file or archive at code_url", spec="code.sha256")
+    code_path: str | None = arg(None, "code directory inside the image, or on code_pvc", spec="code.path")
+    code_pvc: str | None = arg(None, "PVC holding code_path", spec="code.pvc")
+    entry: str = arg("run.sh", "entry point inside the code directory", spec="code.entry")
+
+
+@dataclass(frozen=True)
+class Storage:
+    data_pvc: str | None = arg(None, "PVC with the training data (read-only on workers, chief, evaluator)",
+                               spec="storage.data_pvc", mpi="PVC with the training data (read-only on every task)")
+    data_dir: str = arg("/data", "where the data is mounted", spec="storage.data_dir")
+    log_pvc: str | None = arg(None, "PVC for logs and checkpoints (every task)", spec="storage.log_pvc")
+    log_dir: str = arg("/logs", "where the log PVC is mounted", spec="storage.log_dir")
+
+
+@dataclass(frozen=True)
+class Tasks:
+    """Per-task settings: dicts keyed by task name ('' for every task)."""
+
+    task_images: Mapping[str, str] | None = arg(None, 'image per task, e.g. {"worker": "gpu:1"}', spec="*.image",
+                                                mpi="image per task (mpimaster, mpiworker)")
+    cpu: Mapping[str, str] | None = arg(None, "CPU request per task ('' for every task), e.g. {\"worker\": \"4\"}",
+                                        spec="*.resources.cpu",
+                                        mpi="CPU request per task ('' for every task); mpimaster defaults to 500m")
+    memory: Mapping[str, str] | None = arg(None, 'memory request and limit per task, e.g. {"ps": "8Gi"}',
+                                           spec="*.resources.memory",
+                                           mpi="memory request and limit per task; mpimaster defaults to 512Mi")
+    gpus: Mapping[str, int] | None = arg(None, "nvidia.com/gpu per pod, per task", spec="*.resources.gpu")
+    env: Mapping[str, Mapping[str, str]] | None = arg(
+        None, 'environment per task, e.g. {"": {"A": "1"}, "worker": {"B": "2"}}', spec="*.env",
+        mpi='environment per task, e.g. {"": {"A": "1"}, "mpiworker": {"B": "2"}}')
+    pod_labels: Mapping[str, Mapping[str, str]] | None = arg(None, "pod labels per task", spec="*.labels")
+    pod_annotations: Mapping[str, Mapping[str, str]] | None = arg(None, "pod annotations per task",
+                                                                  spec="*.annotations")
+    node_selector: Mapping[str, Mapping[str, str]] | None = arg(None, "node selector per task", spec="*.node_selector")
+    tolerations: Mapping[str, Sequence[str]] | None = arg(
+        None, "tolerations per task, kubectl taint form KEY[=VALUE]:EFFECT", spec="*.tolerations")
+
+
+@dataclass(frozen=True)
+class Run:
+    """How a train step runs its job (not part of the job)."""
+
+    backend: BackendName = arg("cluster", "where the job runs: cluster (Kubernetes + Volcano) or local (processes "
+                                          "on this machine)")
+    kubeconfig: str | None = arg(None, "kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)")
+    context: str | None = arg(None, "kubeconfig context")
+    namespace: str | None = arg(None, "namespace of the job (default: the context's namespace, else default)")
+    timeout: float | None = arg(None, "seconds to wait before the job is aborted and the step fails")
+    on_cancel: OnCancel = arg("delete", "what SIGTERM / Ctrl-C does to the job: delete, abort or keep")
+    dry_run: bool = arg(False, "build and check the job; create nothing")
+    wait: bool = arg(True, "wait for the job to finish (false: submit and return)")
+    log_lines: int = arg(20, "last log lines of a failed pod to report")
+    local_dir: str | None = arg(None, "local backend: working directory for the job's files (default ./vpipe-local)")
+    local_data_dir: str | None = arg(None, "local backend: the directory standing in for the data volume (default "
+                                           "<local_dir>/data)")
+    local_log_dir: str | None = arg(None, "local backend: the directory standing in for the log volume (default "
+                                          "<local_dir>/logs)")
+
+
+ALL_GROUPS = (Target, TFShape, MPICommand, MPIShape, Policy, Code, Storage, Tasks)
+
+
+@functools.cache
+def spec_params() -> dict[str, str]:
+    """Spec path -> the argument that fills it (`job.max_retry` -> `max_retry`,
+    `*.resources.cpu` -> `cpu`): what an error found in the spec is renamed to."""
+    declared_paths = {doc.spec: name for name, _, _, doc in declared(*ALL_GROUPS) if doc.spec}
+    return {"job.name": "name", **declared_paths}  # the name: every train step's first argument
+

@@ -1,0 +1,186 @@
+"""The train steps: `train_tf` and `train_mpi` build a Volcano Job from flat arguments, submit
+it to a backend (or attach to the one this run already submitted), wait for its end and
+report what happened; `render_tf` / `render_mpi` only build it. Every front end (CLI, KFP,
+Argo, Python) calls these functions and nothing else."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend
+from volcano_pipelines.errors import InputError
+from volcano_pipelines.kube.validate import check_positive_seconds
+from volcano_pipelines.progress import Progress  # at run time: front ends read the type hints
+from volcano_pipelines.steps import _train_spec as train_spec
+from volcano_pipelines.steps._job_params import (
+    BACKENDS,
+    Code,
+    MPICommand,
+    MPIShape,
+    Policy,
+    Run,
+    Storage,
+    Target,
+    Tasks,
+    TFShape,
+)
+from volcano_pipelines.steps.params import bind, check_types, declare, declared, extend_signature
+from volcano_pipelines.steps._results import TrainResult
+from volcano_pipelines.volcano.mpi import build_mpi_job
+from volcano_pipelines.volcano.tf import build_tf_job
+
+if TYPE_CHECKING:
+    from volcano_pipelines.backends.cluster import ClusterBackend
+
+__all__ = ["BACKENDS", "ON_CANCEL_CHOICES", "TrainResult", "render_mpi", "render_tf", "status", "train_mpi", "train_tf"]
+
+RUN_ID_ENV = "VPIPE_RUN_ID"
+_RUN_PARAMS = tuple(name for name, _, _, _ in declared(Run))
+
+
+@declare(Target, TFShape, Policy, Code, Storage, Tasks)
+def render_tf(name: str, **job: Any) -> dict[str, Any]:
+    """The Volcano Job for distributed TensorFlow: parameter servers + workers (+ chief,
+    evaluator). Nothing is sent anywhere.
+
+    Args:
+        name: job name (DNS label); pods are <name>-<task>-<index>
+    """
+    return _render(render_tf, name, job, lambda arguments: build_tf_job(train_spec.tf_spec(**arguments)))
+
+
+@declare(MPICommand, Target, MPIShape, Policy, Code, Storage, Tasks, kind="mpi")
+def render_mpi(name: str, **job: Any) -> dict[str, Any]:
+    """The Volcano Job for MPI: one mpimaster running mpiexec over N mpiworker pods (ssh +
+    svc plugins). Nothing is sent anywhere.
+
+    Args:
+        name: job name (DNS label); pods are <name>-<task>-<index>
+    """
+    return _render(render_mpi, name, job, lambda arguments: build_mpi_job(train_spec.mpi_spec(**arguments)))
+
+
+@extend_signature(render_tf)
+@declare(Run)
+def train_tf(name: str, *, progress: Progress | None = None, **job: Any) -> TrainResult:
+    """Submit a distributed TensorFlow job: parameter servers + workers (+ chief, evaluator),
+    and wait for it to finish. Takes every argument of render_tf too.
+
+    Args:
+        name: job name (DNS label); pods are <name>-<task>-<index>
+    """
+    return _train(train_tf, render_tf, name, job, progress)
+
+
+@extend_signature(render_mpi)
+@declare(Run, kind="mpi")
+def train_mpi(name: str, *, progress: Progress | None = None, **job: Any) -> TrainResult:
+    """Submit an MPI job: one mpimaster running mpiexec over N mpiworker pods, and wait for it
+    to finish. Takes every argument of render_mpi too.
+
+    Args:
+        name: job name (DNS label); pods are <name>-<task>-<index>
+    """
+    return _train(train_mpi, render_mpi, name, job, progress)
+
+
+def status(
+    name: str,
+    *,
+    namespace: str | None = None,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    log_lines: int = 20,
+) -> TrainResult:
+    """A training job's phase, per-task counts and (when it failed) the failing pod.
+
+    Args:
+        name: job name
+        namespace: namespace of the job (default: the context's namespace, else default)
+        kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
+        context: kubeconfig context
+        log_lines: last log lines of a failed pod to report
+    """
+    check_types(status, locals())
+    from volcano_pipelines.volcano.validate import check_job_ref
+
+    # Before any request: '' would ask for the list URL, `-n ''` for namespaces//jobs.
+    check_job_ref("default" if namespace is None else namespace, name)
+    from volcano_pipelines.steps._waiting import job_result
+
+    cluster_backend = _cluster_backend(kubeconfig, context)
+    namespace = namespace or cluster_backend.cluster.namespace
+    return job_result(cluster_backend, namespace, name, log_lines)
+
+
+def _render(step: Any, name: str, job: dict[str, Any], build: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """Check the arguments of a render step, then build its job; an error names the argument."""
+    arguments = bind(step, name, **job)
+    check_types(step, arguments)
+    with train_spec.named_by_params():
+        return build(arguments)
+
+
+def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Progress | None) -> TrainResult:
+    arguments = bind(step, name, **job)
+    check_types(step, arguments)
+    run = {key: arguments.pop(key) for key in _RUN_PARAMS}
+    arguments.pop("progress", None)
+    arguments.pop("name")
+    backend, namespace, timeout, on_cancel = run["backend"], run["namespace"], run["timeout"], run["on_cancel"]
+    # Everything is checked before the first call to any backend.
+    if backend not in BACKENDS:
+        raise InputError("backend", backend, f"one of {', '.join(BACKENDS)}")
+    if timeout is not None:
+        check_positive_seconds("timeout", timeout)
+    if on_cancel not in ON_CANCEL_CHOICES:
+        raise InputError("on_cancel", on_cancel, f"one of {', '.join(ON_CANCEL_CHOICES)}")
+    log_lines = run["log_lines"]
+    if not isinstance(log_lines, int) or not 0 <= log_lines <= 10_000:
+        raise InputError("log_lines", log_lines, "an integer from 0 to 10000")
+    if backend == "local" and arguments["deadline"] is not None:
+        # The local backend's processes have no kubelet to enforce a pod deadline.
+        raise InputError("deadline", arguments["deadline"], "only with the cluster backend")
+    arguments["run_id"] = arguments.get("run_id") or os.environ.get(RUN_ID_ENV) or uuid.uuid4().hex[:16]
+    # A namespace named by the caller is checked with the job; the context's is looked up
+    # only when the job is really sent.
+    manifest = render(name, namespace=namespace or "default", **arguments)
+    if run["dry_run"]:
+        meta = manifest["metadata"]
+        return TrainResult(name=meta["name"], namespace=meta["namespace"], run_id=arguments["run_id"], phase="DryRun",
+                           succeeded=True, backend=backend, message="dry run: nothing was created", manifest=manifest)
+    target = _backend(backend, run["kubeconfig"], run["context"], run["local_dir"], run["local_data_dir"],
+                      run["local_log_dir"])
+    if namespace is None and backend == "cluster":  # the context's namespace, read now
+        from volcano_pipelines.backends.cluster import ClusterBackend
+
+        assert isinstance(target, ClusterBackend)
+        manifest = render(name, namespace=target.cluster.namespace, **arguments)
+    from volcano_pipelines.steps._waiting import WaitPolicy, run as run_job  # not needed to render
+
+    policy = WaitPolicy(timeout_seconds=timeout, on_cancel=on_cancel, wait=run["wait"], log_lines=log_lines)
+    with train_spec.named_by_params():  # what the cluster refuses (a missing queue) names the argument too
+        return run_job(target, manifest, policy, progress)
+
+
+def _cluster_backend(kubeconfig: str | None, context: str | None) -> ClusterBackend:
+    from volcano_pipelines.backends.cluster import ClusterBackend
+    from volcano_pipelines.k8s.client import connect
+
+    return ClusterBackend(connect(kubeconfig, context))
+
+
+def _backend(name: str, kubeconfig: str | None, context: str | None, local_dir: str | None,
+             local_data_dir: str | None, local_log_dir: str | None) -> Backend:
+    if name == "local":
+        import sys
+
+        from volcano_pipelines.backends.local import LocalBackend
+
+        # Pod output goes to stderr, so that --json stays alone on stdout.
+        return LocalBackend(local_dir or os.path.join(os.getcwd(), "vpipe-local"), local_data_dir, local_log_dir,
+                            output=sys.stderr)
+    return _cluster_backend(kubeconfig, context)

@@ -1,0 +1,1 @@
+"""Test helpers shared across suites: an HTTP file server, file trees, running `vpipe`."""

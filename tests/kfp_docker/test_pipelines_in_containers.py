@@ -1,0 +1,161 @@
+"""The shipped KFP pipelines with every component in a real container of the runtime image
+(kfp.local's DockerRunner on podman, tests/kfp_docker/harness.py), against the test control
+plane and the real node: sync from the test HDFS onto the GlusterFS-backed data directory,
+training on real pods with real TensorFlow / MPI, reap, TensorBoard, and the exit handler.
+
+What this stands in for: KFP's backend (API server, driver, launcher) cannot run here (no
+registry carries it). kfp.local runs each component's compiled command and executor input in
+the component's image, as the launcher would, but it ignores the kfp-kubernetes platform
+settings (the data PVC mount of the sync pod, pull secrets): the test mounts the data
+directory where the pipeline's sync step writes (/data) and the kubeconfig itself, and the
+containers use the host network. Every pod the pipeline makes (training, TensorBoard) is
+placed on the real node through the pipeline's own inputs: the PVCs are hostPath volumes there."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.node.test_training import (  # noqa: F401 - module fixtures: node, code_url, volumes
+    QUIET_TF,
+    Volumes,
+    code_url,
+    node,
+    placement,
+    toleration,
+    volumes,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.kfpdocker, pytest.mark.realnode, pytest.mark.containers, pytest.mark.hdfs,
+              pytest.mark.gluster]
+
+GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
+
+
+def _bind(source: Path, target: str, read_only: bool = False) -> Any:
+    from docker.types import Mount
+
+    return Mount(target=target, source=str(source), type="bind", read_only=read_only)
+
+
+def _readable_kubeconfig(cluster: Any, tmp_path: Path) -> Path:
+    """The test kubeconfig with its certificate files embedded (the container sees only this
+    file), readable by the runtime image's uid 1000 — as a kubeconfig mounted from a Secret."""
+    import base64
+
+    import yaml
+
+    config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    for section, keys in (("clusters", ("certificate-authority",)), ("users", ("client-certificate", "client-key"))):
+        for entry in config.get(section) or []:
+            body = entry.get(section[:-1]) or {}
+            for key in keys:
+                if key in body:
+                    body[f"{key}-data"] = base64.b64encode(Path(body.pop(key)).read_bytes()).decode()
+    copy = tmp_path / "kubeconfig" / "config"
+    copy.parent.mkdir(mode=0o755)
+    copy.write_text(yaml.safe_dump(config))
+    copy.chmod(0o644)
+    return copy
+
+
+def _task_dirs(root: Path, task: str) -> list[Path]:
+    return sorted(root.glob(f"*/{task}"))
+
+
+def _outputs(root: Path, task: str) -> dict[str, Any]:
+    found = _task_dirs(root, task)
+    assert len(found) == 1, f"expected one output directory of task {task}, found {found}"
+    data = json.loads((found[0] / "executor_output.json").read_text())
+    return dict(data.get("parameterValues") or {})
+
+
+def _jobs(cluster: Any, namespace: str) -> list[dict[str, Any]]:
+    from kubernetes import client
+
+    custom = client.CustomObjectsApi(cluster.api_client())
+    return list(custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "jobs")["items"])
+
+
+def test_a_component_that_exits_3_is_a_failed_task(kfp_docker: Any, tmp_path: Path,
+                                                   capfd: pytest.CaptureFixture[str]) -> None:
+    """kfp.local 2.17 alone reports this task as a SUCCESS (kubeflow/pipelines#13332): the
+    harness reads the container's real exit status."""
+    from volcano_pipelines.kfp import components
+
+    unreachable = tmp_path / "kubeconfig"
+    unreachable.mkdir(mode=0o755)
+    (unreachable / "config").write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u, namespace: default}}]\n")
+    (unreachable / "config").chmod(0o644)
+    kfp_docker.mounts = [_bind(unreachable, str(unreachable), read_only=True)]
+    kfp_docker.raise_on_error(True)
+    with pytest.raises(RuntimeError, match="FAILURE"):
+        components.reap(job="nothing-here", kubeconfig=str(unreachable / "config"))
+    assert kfp_docker.exit_codes == [3]  # vpipe's "cannot reach the API server"
+    assert "cannot reach the Kubernetes API server" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("kind", ["tf", "mpi"])
+def test_the_shipped_pipeline_runs_in_the_runtime_image(
+        kfp_docker: Any, cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes,  # noqa: F811 - the imported fixtures
+        hdfs: Any, tmp_path: Path, kind: str) -> None:
+    from tests.storage.trees import put_tree
+    from volcano_pipelines.images import MPI_TRAINER_IMAGE, TF_TRAINER_IMAGE
+    from volcano_pipelines.kfp.pipelines import DATA_MOUNT, train_and_serve
+
+    # A dataset of its own in HDFS; the pipeline's sync step stages it into the data PVC's
+    # directory (mounted at /data in the sync container), beside what the fixture staged.
+    hdfs_dir = f"/kfp/{namespace}"
+    put_tree(hdfs.client(), hdfs_dir, {"train/part-0.csv": b"x,y\n1,2\n" * 100, "labels.txt": b"0\n1\n"})
+    # The runtime image runs as uid 1000 (a PVC would give it the group through fsGroup).
+    subprocess.run(["chmod", "-R", "a+rwX", str(volumes.data_dir)], check=True)
+    kubeconfig = _readable_kubeconfig(cluster, tmp_path)
+    kfp_docker.mounts = [_bind(kubeconfig.parent, str(kubeconfig.parent), read_only=True),
+                         _bind(volumes.data_dir, DATA_MOUNT)]
+
+    shape: dict[str, Any]
+    if kind == "tf":
+        shape = {"image": TF_TRAINER_IMAGE, "ps": 1, "workers": 2, "code_url": f"{code_url}/tf-ps/",
+                 "args": ["--api=tf1", "--steps=40", "--threads=1", "--log_every=20", "--checkpoint_every=20"],
+                 "env": {"": QUIET_TF}, "serve_model": False}
+    else:
+        shape = {"image": MPI_TRAINER_IMAGE, "workers": 2, "code_url": f"{code_url}/mpi/",
+                 "command": ["python3", "train.py", "--steps=30"]}
+    pipeline = train_and_serve(kind, step_retries=0)
+    # Every pod on the real node: the PVCs are hostPath volumes of that node.
+    board = {"tensorboard_node_selector": {node.label: node.label_value},
+             "tensorboard_tolerations": [toleration(node)]}
+    pipeline(model_name=f"kfpd-{kind}", dataset_url=f"{hdfs.url}{hdfs_dir}", data_pvc=volumes.data_pvc,
+             log_pvc=volumes.log_pvc, kubeconfig=str(kubeconfig), namespace=namespace, **shape, **placement(node),
+             **board)
+
+    root = kfp_docker.root
+    # sync ran in its container and really staged the dataset from HDFS.
+    synced = _outputs(root, "sync")
+    assert synced["copied"] == 2 and synced["failed"] == 0
+    assert (volumes.data_dir / "train" / "part-0.csv").read_bytes() == b"x,y\n1,2\n" * 100
+    # train submitted the job from its container and waited for real pods to finish it.
+    trained = _outputs(root, f"train-{kind}")
+    assert trained["phase"] == "Completed" and trained["succeeded"] is True, trained
+    jobs = _jobs(cluster, namespace)
+    assert [job["metadata"]["name"] for job in jobs] == [f"kfpd-{kind}"]
+    if kind == "tf":
+        assert list((volumes.log_dir / "export").glob("*/*/saved_model.pb"))
+        reaped = _outputs(root, "reap")
+        assert reaped["succeeded"] is True
+    else:
+        assert json.loads((volumes.log_dir / "mpi-result.json").read_text())["ranks"] == 2
+    served = _outputs(root, "tensorboard")
+    assert served["name"] == f"kfpd-{kind}-tensorboard" and served["ready"] is True and served["url"]
+    finished = _outputs(root, "finish-run")
+    assert finished["pipeline_state"] == "SUCCEEDED"
+    assert (finished["job_phase"], finished["cleanup"]) == ("Completed", "none")
+    assert jobs[0]["metadata"]["labels"]["volcano-pipelines/run"] == trained["run_id"]
