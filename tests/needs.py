@@ -6,8 +6,10 @@ nothing."""
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Mapping
+from types import ModuleType
 from typing import Literal, NoReturn
 
 import pytest
@@ -27,3 +29,14 @@ def unavailable(reason: str, env: Mapping[str, str] | None = None) -> NoReturn:
     if skip_or_fail(env) == "fail":
         pytest.fail(f"{reason} [{CI_ENV}=true: a test whose system cannot be had fails in CI]", pytrace=False)
     pytest.skip(reason)
+
+
+def module(name: str, reason: str, env: Mapping[str, str] | None = None) -> ModuleType:
+    """`pytest.importorskip` that obeys CI=true: the module, else (at collection, for the whole
+    test module) a skip with `reason` outside CI and a failure in CI."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if skip_or_fail(env) == "fail":
+            pytest.fail(f"{reason} [{CI_ENV}=true: a test whose system cannot be had fails in CI]", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)

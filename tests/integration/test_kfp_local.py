@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests import needs
 from tests.integration.test_lifecycle_support import log_pvc_fixture  # noqa: F401 - the log_pvc fixture
 from tests.cluster import behaviour
 
 pytestmark = pytest.mark.integration
-kfp_local = pytest.importorskip("kfp.local", reason="the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
+kfp_local = needs.module("kfp.local", "the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
 
 import volcano_pipelines
 from tests.helpers.kfp_local import drop_unset_optional_inputs

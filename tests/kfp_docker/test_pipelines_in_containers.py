@@ -108,7 +108,7 @@ def test_the_shipped_pipeline_runs_in_the_runtime_image(
         kfp_docker: Any, cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes,  # noqa: F811 - the imported fixtures
         hdfs: Any, tmp_path: Path, kind: str) -> None:
     from tests.storage.trees import put_tree
-    from volcano_pipelines.images import MPI_TRAINER_IMAGE, TF_TRAINER_IMAGE
+    from volcano_pipelines.images import MPI_TRAINER_IMAGE, TENSORBOARD_IMAGE, TF_TRAINER_IMAGE
     from volcano_pipelines.kfp.pipelines import DATA_MOUNT, train_and_serve
 
     # A dataset of its own in HDFS; the pipeline's sync step stages it into the data PVC's
@@ -131,7 +131,7 @@ def test_the_shipped_pipeline_runs_in_the_runtime_image(
                  "command": ["python3", "train.py", "--steps=30"]}
     pipeline = train_and_serve(kind, step_retries=0)
     # Every pod on the real node: the PVCs are hostPath volumes of that node.
-    board = {"tensorboard_node_selector": {node.label: node.label_value},
+    board = {"tensorboard_image": TENSORBOARD_IMAGE, "tensorboard_node_selector": {node.label: node.label_value},
              "tensorboard_tolerations": [toleration(node)]}
     pipeline(model_name=f"kfpd-{kind}", dataset_url=f"{hdfs.url}{hdfs_dir}", data_pvc=volumes.data_pvc,
              log_pvc=volumes.log_pvc, kubeconfig=str(kubeconfig), namespace=namespace, **shape, **placement(node),

@@ -45,15 +45,35 @@ def artifacts() -> dict[str, str]:
 
 
 def write(root: Path) -> list[Path]:
-    written = []
-    for relative, text in artifacts().items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        written.append(path)
-    return written
+    """Every Argo file under `root`, all or nothing (as `vpipe compile` writes)."""
+    from volcano_pipelines.generated import write_all
+
+    texts = artifacts()
+    write_all(root, texts, sorted(texts))
+    return [root / relative for relative in sorted(texts)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from volcano_pipelines.errors import VpipeError
+
+    parser = argparse.ArgumentParser(prog="python -m volcano_pipelines.argo.compile",
+                                     description=f"Write the Argo templates under ROOT/{OUT_DIR} (all of the "
+                                     "generated files, KFP's too, are written by `vpipe compile`).")
+    parser.add_argument("root", nargs="?", default=".", metavar="ROOT", help="repository root (default: .)")
+    args = parser.parse_args(argv)
+    root = Path(args.root)
+    if not root.is_dir():
+        parser.error(f"ROOT {args.root!r} is not an existing directory")
+    try:
+        for written_path in write(root):
+            print(written_path)
+    except VpipeError as err:
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        return err.exit_code
+    return 0
 
 
 if __name__ == "__main__":
-    for written_path in write(Path(sys.argv[1] if len(sys.argv) > 1 else ".")):
-        print(written_path)
+    sys.exit(main())

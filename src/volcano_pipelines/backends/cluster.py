@@ -22,11 +22,15 @@ __all__ = ["ClusterBackend", "ClusterSession"]
 class ClusterBackend:
     name = "cluster"
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, submit_timeout: float | None = None) -> None:
         self.cluster = cluster
+        # The step's --timeout: submitting (queue check, create) must fit in it too.
+        self.submit_timeout = submit_timeout
 
     def submit(self, manifest: Job) -> tuple[Job, bool]:
-        return k8s_volcano.create_or_attach(self.cluster, manifest)
+        with self.cluster.within(self.submit_timeout, f"the step's timeout of {self.submit_timeout:g}s"
+                                 if self.submit_timeout else ""):
+            return k8s_volcano.create_or_attach(self.cluster, manifest)
 
     def get(self, namespace: str, name: str) -> Job | None:
         job = k8s_volcano.get_job(self.cluster, namespace, name)

@@ -81,10 +81,36 @@ def _join_dash_values(argv: list[str]) -> list[str]:
     return out
 
 
+# Optional dependencies (top-level module -> the extra that installs it), for a clear message
+# instead of a ModuleNotFoundError traceback when a command needs one this install lacks.
+EXTRAS: dict[str, str] = {
+    "kfp": "kfp", "kfp_server_api": "kfp", "google": "kfp", "hera": "hera", "fsspec": "sync", "hdfs_native": "sync",
+    "requests": "sync", "tensorflow": "train", "tensorboard": "train", "mpi4py": "train",
+}
+
+
+def _missing_extra(command: str | None, err: ModuleNotFoundError) -> int:
+    top = (err.name or "").split(".")[0]
+    extra = EXTRAS.get(top)
+    if extra is None:
+        raise err
+    print(f"vpipe: error: `vpipe {command or ''}` needs {top!r}, which is not installed: "
+          f"pip install 'volcano-pipelines[{extra}]'", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     head, extra = _split_extra(argv)
-    parser = build_parser(next((word for word in head if not word.startswith("-")), None))
+    command = next((word for word in head if not word.startswith("-")), None)
+    try:
+        return _main(head, extra, command)
+    except ModuleNotFoundError as err:
+        return _missing_extra(command, err)
+
+
+def _main(head: list[str], extra: list[str], command: str | None) -> int:
+    parser = build_parser(command)
     args, unknown = parser.parse_known_args(_join_dash_values(head))
     leaf: argparse.ArgumentParser = getattr(args, "parser", parser)
     if unknown:

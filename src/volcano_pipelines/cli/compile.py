@@ -10,9 +10,10 @@ import importlib
 import sys
 from pathlib import Path, PurePosixPath
 
-from volcano_pipelines.errors import EXIT_FAILED, EXIT_OK, InputError, WorkFailed
+from volcano_pipelines.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, InputError, VpipeError, WorkFailed
+from volcano_pipelines.generated import write_all
 
-__all__ = ["FRONT_ENDS", "all_artifacts", "register", "stale"]
+__all__ = ["FRONT_ENDS", "all_artifacts", "register", "stale", "write_all"]
 
 # Modules with `artifacts() -> dict[str, str]`; one that does not exist in this install is skipped.
 FRONT_ENDS = ("volcano_pipelines.kfp.compile", "volcano_pipelines.argo.compile")
@@ -27,31 +28,47 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "every stale file.",
     )
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming every file that is missing or differs")
-    p.add_argument("--root", default=".", metavar="DIR", help="the repository root the artifact paths are relative to "
-                   "(default: the current directory)")
+    p.add_argument("--root", default=".", metavar="DIR", help="the repository root the artifact paths are relative to, "
+                   "created if missing (default: the current directory)")
     p.set_defaults(handler=_compile, parser=p)
 
 
-def _load(module: str) -> object | None:
+# What each front end needs beyond the base install, and the extra that installs it.
+_EXTRA = {"volcano_pipelines.kfp.compile": "kfp", "volcano_pipelines.argo.compile": "hera"}
+
+
+def _rendered(module: str) -> dict[str, str] | None:
+    """The front end's artifacts; None when this front end is not part of the install, or
+    (with a note) for Argo when Hera is not installed, as the help says. KFP is the main front
+    end: without it there is nothing to compile, and the error names the extra to install."""
     try:
-        return importlib.import_module(module)
+        return importlib.import_module(module).artifacts()  # type: ignore[no-any-return]
     except ModuleNotFoundError as err:
-        # Only "this front end is not here" is skipped; a missing dependency of one that is
-        # here (kfp, hera) is an error worth reading.
         parts = module.split(".")
         if err.name in {".".join(parts[:i]) for i in range(2, len(parts) + 1)}:
+            return None  # this front end is not part of this install
+        extra = _EXTRA.get(module, "kfp,hera")
+        if extra == "hera":
+            print(f"note: the Argo templates are not compiled: Hera ({err.name!r}) is not installed "
+                  "(pip install 'volcano-pipelines[hera]')", file=sys.stderr)
             return None
-        raise WorkFailed(f"{module} needs {err.name!r}, which is not installed (pip install "
-                         f"'volcano-pipelines[kfp,hera]')") from None
+        raise MissingExtra(f"{module} needs {err.name!r}, which is not installed: pip install "
+                           f"'volcano-pipelines[{extra}]' (and [hera] for the Argo templates)") from None
+
+
+class MissingExtra(VpipeError):
+    """A command needs an optional dependency this install lacks: a usage problem (exit 2)."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 def all_artifacts() -> dict[str, str]:
     out: dict[str, str] = {}
     for module in FRONT_ENDS:
-        loaded = _load(module)
-        if loaded is None:
+        rendered = _rendered(module)
+        if rendered is None:
             continue
-        for path, text in loaded.artifacts().items():  # type: ignore[attr-defined]
+        for path, text in rendered.items():
             relative = PurePosixPath(path)
             if relative.is_absolute() or ".." in relative.parts or path in out:
                 raise WorkFailed(f"{module}.artifacts() returned the path {path!r}: a new relative path is expected")
@@ -66,13 +83,23 @@ def stale(root: Path, artifacts: dict[str, str]) -> list[str]:
         target = root / path
         if not target.is_file():
             out.append(f"{path} (missing)")
-        elif target.read_text(encoding="utf-8") != text:
+            continue
+        try:
+            same = target.read_bytes() == text.encode("utf-8")
+        except OSError:
+            same = False  # unreadable: writing it says why, checking calls it stale
+        if not same:
             out.append(f"{path} (differs)")
     return out
 
 
 def _compile(args: argparse.Namespace) -> int:
     root = Path(args.root)
+    if not args.check and not root.exists() and not root.is_symlink():
+        try:
+            root.mkdir(parents=True)  # `vpipe compile --root ./artifacts`: where a pip user wants the files
+        except OSError as err:
+            raise InputError("--root", args.root, f"a directory that can be created ({err.strerror})") from None
     if not root.is_dir():
         raise InputError("--root", args.root, "an existing directory (the repository root)")
     artifacts = all_artifacts()
@@ -86,11 +113,9 @@ def _compile(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         print(f"{len(artifacts)} generated files are up to date")
         return EXIT_OK
-    for line in outdated:
-        path = line.rsplit(" (", 1)[0]
-        target = root / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(artifacts[path], encoding="utf-8")
+    paths = [line.rsplit(" (", 1)[0] for line in outdated]
+    write_all(root, artifacts, paths)
+    for path in paths:
         print(f"wrote {path}")
     print(f"{len(artifacts)} generated files, {len(outdated)} written")
     return EXIT_OK

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from volcano_pipelines.errors import EXIT_OK, InputError
 
@@ -34,16 +33,37 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--service-account", help="ServiceAccount of the step pods (needs the vpipe-train Role, manifests/base)")
     p.add_argument("--pipeline-root", metavar="URI", help="where the runs' artifacts go (default: the server's)")
     p.add_argument("--token-file", metavar="PATH", help="file holding a bearer token for the KFP API")
+    p.add_argument("--ca-file", metavar="PATH", help="CA certificate(s) to verify an https --host with (default: the system's)")
+    p.add_argument("--request-timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="how long one request to the KFP API may wait for an answer (default 30)")
     p.add_argument("--disabled", action="store_true", help="create the recurring run paused")
     p.add_argument("--dry-run", action="store_true", help="print the request as JSON and send nothing")
     p.set_defaults(handler=_kfp, parser=p)
 
 
-def _read(flag: str, path: str) -> str:
+MAX_PIPELINE_BYTES = 16 * 1024 * 1024  # compiled pipelines are ~100 kB
+
+
+def _read(flag: str, path: str, limit: int = MAX_PIPELINE_BYTES) -> str:
+    """A regular file's text, at most `limit` bytes: a device (/dev/urandom, /dev/zero), a FIFO
+    or a directory is refused instead of read for ever."""
+    import os
+    import stat
+
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(flag, path, f"a readable text file ({err.__class__.__name__})") from None
+        with open(path, "rb") as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                raise InputError(flag, path, "a regular file (this is a device, a pipe or a directory)")
+            data = handle.read(limit + 1)
+    except OSError as err:
+        raise InputError(flag, path, f"a readable file ({err.strerror or err.__class__.__name__})") from None
+    if len(data) > limit:
+        raise InputError(flag, path, f"a file of at most {limit // (1024 * 1024)} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(flag, path, "a UTF-8 text file (this one holds binary data)") from None
 
 
 def _params(raw: list[str]) -> dict[str, str]:
@@ -57,9 +77,14 @@ def _params(raw: list[str]) -> dict[str, str]:
 
 
 def _kfp(args: argparse.Namespace) -> int:
+    import math
+
     from volcano_pipelines.kfp import schedule
 
+    if not (math.isfinite(args.request_timeout) and 0 < args.request_timeout <= 3600):
+        raise InputError("--request-timeout", args.request_timeout, "seconds, more than 0 and at most 3600")
     try:
+        host = schedule.check_host(args.host)
         request = schedule.recurring_run_request(
             pipeline_text=_read("--pipeline-file", args.pipeline_file), pipeline_source=args.pipeline_file,
             cron=args.cron, display_name=args.name, description=args.description, parameters=_params(args.param),
@@ -72,8 +97,11 @@ def _kfp(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(json.dumps(request, indent=1, sort_keys=True))
         return EXIT_OK
-    token = _read("--token-file", args.token_file).strip() if args.token_file else None
-    created = schedule.create(request, host=args.host, experiment=args.experiment, namespace=args.namespace, token=token)
-    print(f"recurring run {created.recurring_run_id} ({request['display_name']}): cron "
+    token = _read("--token-file", args.token_file, 64 * 1024).strip() if args.token_file else None
+    if args.ca_file:
+        _read("--ca-file", args.ca_file, 1024 * 1024)
+    created = schedule.create(request, host=host, experiment=args.experiment, namespace=args.namespace, token=token,
+                              ca_file=args.ca_file, timeout=args.request_timeout)
+    print(f"recurring run {created} ({request['display_name']}): cron "
           f"'{request['trigger']['cron_schedule']['cron']}', one run at a time, no catch-up, caching off")
     return EXIT_OK

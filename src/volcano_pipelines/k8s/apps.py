@@ -89,7 +89,7 @@ def _object_path(api_version: str, kind: str, namespace: str | None, name: str) 
 
 
 def _raw(cluster: Cluster, method: str, path: str, *, body: Any = None, query: Sequence[tuple[str, Any]] = (),
-         content_type: str | None = None, accept: str = "application/json", timeout: float | None = 30) -> Any:
+         content_type: str | None = None, accept: str = "application/json", timeout: float | None = None) -> Any:
     headers = {"Accept": accept}
     if content_type:
         headers["Content-Type"] = content_type

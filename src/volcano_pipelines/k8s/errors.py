@@ -11,6 +11,7 @@ from kubernetes.client.rest import ApiException
 from volcano_pipelines.errors import EXIT_BAD_INPUT, ClusterError
 
 __all__ = [
+    "BadAnswer",
     "Conflict",
     "Forbidden",
     "Invalid",
@@ -19,6 +20,7 @@ __all__ = [
     "Unavailable",
     "from_exception",
     "is_connection_refused",
+    "is_timeout",
     "is_transient",
 ]
 
@@ -62,10 +64,27 @@ class Unavailable(KubeError):
     """No answer (connection refused, timeouts) or a transient status after the last retry."""
 
 
+class BadAnswer(KubeError):
+    """The server answered, but not as a Kubernetes API server does (HTML from a proxy or a
+    login page, unrelated JSON, binary): the kubeconfig points at something else. Not retried:
+    asking again gets the same answer."""
+
+
+class OutOfTime(Unavailable):
+    """The step's own time limit ran out while a request was on its way."""
+
+
 def is_transient(err: BaseException) -> bool:
     if isinstance(err, ApiException):
         return err.status in TRANSIENT_STATUS
     return isinstance(err, TRANSIENT_ERRORS)
+
+
+def is_timeout(err: BaseException) -> bool:
+    """The server accepted the connection and did not answer in time: a restarting server
+    refuses instead, so a second long wait would only delay the error."""
+    return isinstance(err, (urllib3.exceptions.TimeoutError, TimeoutError)) or isinstance(
+        getattr(err, "reason", None), (urllib3.exceptions.TimeoutError, TimeoutError))
 
 
 def is_connection_refused(err: BaseException) -> bool:
@@ -111,4 +130,14 @@ def from_exception(err: BaseException, action: str, host: str = "") -> KubeError
         return KubeError(f"cannot {action}{where} (HTTP {status}): {detail}", status=status, action=action)
     if is_connection_refused(err):
         return Unavailable(f"cannot reach the Kubernetes API server{where} to {action}: connection refused", action=action)
+    if is_timeout(err):
+        return Unavailable(f"the Kubernetes API server{where} did not answer in time while trying to {action} "
+                           f"(it accepted the connection; is it the right address, and is it overloaded?): "
+                           f"{_short(err)}", action=action)
     return Unavailable(f"cannot reach the Kubernetes API server{where} to {action}: {err}", action=action)
+
+
+def _short(err: BaseException) -> str:
+    """urllib3 nests the cause (MaxRetryError(reason=ReadTimeoutError(...))): its own words."""
+    reason = getattr(err, "reason", None)
+    return str(reason if isinstance(reason, BaseException) else err).splitlines()[0][:300]

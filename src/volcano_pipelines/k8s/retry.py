@@ -13,7 +13,7 @@ from typing import TypeVar
 from kubernetes.client.rest import ApiException
 
 from volcano_pipelines import backoff
-from volcano_pipelines.k8s.errors import from_exception, is_connection_refused, is_transient
+from volcano_pipelines.k8s.errors import from_exception, is_connection_refused, is_timeout, is_transient
 
 __all__ = ["RetryPolicy", "call"]
 
@@ -26,8 +26,9 @@ class RetryPolicy:
     attempts: int = 6  # ~15 s of backoff in all: an API server restart fits in it
     first_delay: float = 0.5
     max_delay: float = 10.0
-    # Nothing listens at the address: one short retry, then the error (a wrong kubeconfig
-    # should not take 16 s to report).
+    # Nothing listens at the address, or something accepted and did not answer within the
+    # request timeout: one retry, then the error (a wrong kubeconfig should not take 16 s to
+    # report, a silent server not minutes).
     refused_attempts: int = 2
 
     def delays(self) -> Iterator[float]:
@@ -53,7 +54,7 @@ def call(
             if not isinstance(err, ApiException) and not is_transient(err):
                 raise  # not an answer from the API server (a bug, or a signal from `fn`): not ours to wrap
             refused = is_connection_refused(err)
-            limit = policy.refused_attempts if refused else policy.attempts
+            limit = policy.refused_attempts if refused or is_timeout(err) else policy.attempts
             if not is_transient(err) or attempt >= limit:
                 raise from_exception(err, action, host) from err
             delay = next(delays)

@@ -8,28 +8,77 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
-from volcano_pipelines.errors import ClusterError, InputError
+from volcano_pipelines.errors import InputError
+from volcano_pipelines.kfp.rest import KfpApi, check_host, create  # the part that talks to a server
 
-__all__ = ["CRON_FIELD", "arguments_for", "create", "cron_expression", "load_pipeline", "recurring_run_request", "to_model"]
+__all__ = ["CRON_FIELD", "KfpApi", "arguments_for", "check_host", "check_step_rules", "create", "cron_expression", "load_pipeline",
+           "recurring_run_request", "to_model"]
 
-CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,?#\-]+$")
+CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,?\-]+$")
 CRON_HELP = ("a cron expression of 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds first, "
-             "as KFP takes it), e.g. '0 2 * * *'")
+             "as KFP takes it), each a number in its range, a range a-b, a step */n or a-b/n, or a list of them, "
+             "e.g. '0 2 * * *'")
 _BOOLEANS = {"true": True, "false": False}
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+# The six fields KFP's scheduler reads (robfig/cron with seconds): name, lowest, highest,
+# names for the values (from the lowest), and whether '?' (no specific value) is allowed.
+_CRON_FIELDS: tuple[tuple[str, int, int, tuple[str, ...], bool], ...] = (
+    ("second", 0, 59, (), False),
+    ("minute", 0, 59, (), False),
+    ("hour", 0, 23, (), False),
+    ("day of month", 1, 31, (), True),
+    ("month", 1, 12, _MONTHS, False),
+    ("day of week", 0, 6, _DAYS, True),
+)
+
+
+def _cron_value(text: str, low: int, high: int, names: tuple[str, ...]) -> int | None:
+    if text.isdigit():
+        value = int(text)
+    elif text.upper() in names:
+        value = names.index(text.upper()) + low
+    else:
+        return None
+    return value if low <= value <= high else None
+
+
+def _cron_field_problem(field: str, name: str, low: int, high: int, names: tuple[str, ...], question: bool) -> str | None:
+    if field == "?":
+        return None if question else f"'?' is only allowed for the day of month or week, not the {name}"
+    for item in field.split(","):
+        span, slash, step = item.partition("/")
+        if slash and not (step.isdigit() and 1 <= int(step) <= high - low + 1):
+            return f"the {name} step {step!r} is not a number from 1 to {high - low + 1}"
+        if span == "*":
+            continue
+        first, dash, last = span.partition("-")
+        a = _cron_value(first, low, high, names)
+        b = _cron_value(last, low, high, names) if dash else a
+        if a is None or b is None or a > b:
+            what = f" or {names[0]}-{names[-1]}" if names else ""
+            return f"the {name} {span!r} is not a value or range within {low}-{high}{what}"
+    return None
 
 
 def cron_expression(raw: str) -> str:
-    """KFP's scheduler takes six fields, seconds first; the usual five get '0' seconds."""
+    """KFP's scheduler takes six fields, seconds first; the usual five get '0' seconds. Each
+    field is checked against its range: KFP would otherwise accept the recurring run and
+    fail to schedule it, or never run it."""
     fields = raw.split()
     if len(fields) not in (5, 6) or not all(CRON_FIELD.match(field) for field in fields):
         raise InputError("cron", raw, CRON_HELP)
-    return " ".join(["0", *fields] if len(fields) == 5 else fields)
+    six = ["0", *fields] if len(fields) == 5 else fields
+    for field, (name, low, high, names, question) in zip(six, _CRON_FIELDS, strict=True):
+        problem = _cron_field_problem(field, name, low, high, names, question)
+        if problem:
+            raise InputError("cron", raw, f"{problem}; {CRON_HELP}")
+    return " ".join(six)
 
 
 def load_pipeline(text: str, source: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -106,6 +155,45 @@ def arguments_for(pipeline_spec: Mapping[str, Any], raw: Mapping[str, str]) -> d
     return out
 
 
+def check_step_rules(pipeline_spec: Mapping[str, Any], arguments: Mapping[str, Any]) -> None:
+    """What the training step would refuse at 2 a.m. (`workers=-5`, a model name that is not a
+    DNS label), refused now: for this project's pipelines the training step's dry run (pure:
+    it renders the job and contacts nothing) gets the values the pipeline would give it, the
+    pipeline's defaults filled in. The other steps' values are checked for their types only."""
+    from volcano_pipelines.kfp.pipelines import PIPELINE_NAMES, inputs_of
+    from volcano_pipelines.kfp.runtime import step_arguments, step_function
+
+    name = (pipeline_spec.get("pipelineInfo") or {}).get("name")
+    kind = next((k for k, pipeline in PIPELINE_NAMES.items() if pipeline == name), None)
+    if kind is None:
+        return
+    train = "train_tf" if kind == "tf" else "train_mpi"
+    definitions = ((pipeline_spec.get("root") or {}).get("inputDefinitions") or {}).get("parameters") or {}
+    values = {key: spec["defaultValue"] for key, spec in definitions.items() if "defaultValue" in spec}
+    values.update(arguments)
+    feeds: dict[str, Any] = {}
+    pipeline_name_of: dict[str, str] = {}
+    for item in inputs_of(kind):
+        for component, param in item.feeds:
+            if component == train and item.name in values:
+                feeds[param] = values[item.name]
+                pipeline_name_of[param] = item.name
+    fn = step_function(train)
+    try:
+        fn(**step_arguments(fn, feeds), run_id="scheduled", dry_run=True)
+    except InputError as err:
+        # The step names its own argument (or a field of the job, e.g. job.name): say which
+        # --param it came from.
+        step_field = err.field.split(".")[-1].replace("-", "_")
+        source = pipeline_name_of.get(err.field) or pipeline_name_of.get(step_field) or (
+            "model_name" if step_field == "name" else None)
+        shown = f"{source}={arguments[source]}" if source is not None and source in arguments else (source or err.field)
+        raise InputError("param", shown, f"a value the {train} step accepts: {err}") from None
+    except (TypeError, ValueError) as err:  # a value of the right KFP type that the step cannot take
+        raise InputError("param", ", ".join(f"{k}={v}" for k, v in sorted(arguments.items())),
+                         f"values the {train} step accepts: {err}") from None
+
+
 def _without_cache(pipeline_spec: dict[str, Any]) -> dict[str, Any]:
     """Every task of every DAG (the root's and nested ones, e.g. inside the exit handler)
     with caching off: a cached step would skip the new data or the retraining."""
@@ -135,6 +223,7 @@ def recurring_run_request(
     schedule = cron_expression(cron)
     pipeline_spec, platform_spec = load_pipeline(pipeline_text, pipeline_source)
     arguments = arguments_for(pipeline_spec, parameters or {})
+    check_step_rules(pipeline_spec, arguments)
     spec = _without_cache(pipeline_spec)
     # What kfp.Client sends: the bare spec, or both specs when there are platform settings.
     body_spec: dict[str, Any] = {"pipeline_spec": spec, "platform_spec": platform_spec} if platform_spec else spec
@@ -172,27 +261,3 @@ def to_model(request: Mapping[str, Any], model: str = "V2beta1RecurringRun") -> 
             value = to_model(value, kind)
         values[key] = value
     return cls(**values)
-
-
-def create(request: dict[str, Any], *, host: str, experiment: str, namespace: str | None = None,
-           token: str | None = None) -> Any:
-    """Send the request to the KFP API at `host` (finding or creating the experiment first).
-    Not testable here: there is no KFP server in the test environment."""
-    import kfp
-    import kfp_server_api
-    import urllib3
-
-    try:
-        with warnings.catch_warnings():
-            # "This client only works with KFP v2.0.0-beta.2 and later": true, and not news to users.
-            warnings.simplefilter("ignore", FutureWarning)
-            client = kfp.Client(host=host, existing_token=token, namespace=namespace)
-        if "experiment_id" not in request:
-            request = {**request, "experiment_id": client.create_experiment(experiment, namespace=namespace).experiment_id}
-        # kfp.Client.create_recurring_run reads a file and rewrites caching itself; send our body as built.
-        return client._recurring_run_api.recurring_run_service_create_recurring_run(recurring_run=to_model(request))
-    except kfp_server_api.ApiException as err:
-        raise ClusterError(f"the KFP API at {host} refused the recurring run: {err.status} {err.reason}: "
-                           f"{(err.body or '').strip()[:500]}") from None
-    except (OSError, ValueError, urllib3.exceptions.HTTPError) as err:  # connection refused, bad URL, TLS
-        raise ClusterError(f"cannot reach the KFP API at {host}: {err}") from None

@@ -100,6 +100,19 @@ def check_labels(field: str, labels: Mapping[str, str]) -> None:
         check_label_value(f"{field}[{key!r}]", value)
 
 
+def check_user_labels(field: str, labels: Mapping[str, str]) -> None:
+    """Labels a user adds: valid, and not one of the identity labels this package sets (a
+    `managed-by=evil` or a foreign run id would hide the object from reap, re-attach and
+    clean-up, or claim someone else's)."""
+    from volcano_pipelines.labels import MANAGED_BY_LABEL, RUN_LABEL, STEP_LABEL
+
+    check_labels(field, labels)
+    for key in labels:
+        if key == MANAGED_BY_LABEL or key.startswith(RUN_LABEL.split("/")[0] + "/"):
+            fail(f"{field}[{key!r}]", f"{key}={labels[key]}", f"a label other than {MANAGED_BY_LABEL}, {RUN_LABEL} and "
+                 f"{STEP_LABEL}, which volcano-pipelines sets itself (the run id comes from --run-id)")
+
+
 def check_annotations(field: str, annotations: Mapping[str, str]) -> None:
     total = 0
     for key, value in annotations.items():
@@ -148,9 +161,14 @@ def check_bounded(field: str, value: Any, low: int, high: int) -> None:
         fail(field, value, f"an integer between {low} and {high}")
 
 
+# The most seconds any duration may be: what Kubernetes and Volcano store as int32 (about
+# 68 years). More (1e12, 1e400 = inf) overflows a date or a timer instead of meaning anything.
+MAX_SECONDS = 2**31 - 1
+
+
 def check_positive_seconds(field: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        fail(field, value, "a number of seconds > 0")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_SECONDS:
+        fail(field, value, f"a number of seconds > 0 and at most {MAX_SECONDS}")
 
 
 def parse_quantity(field: str, value: str) -> Decimal:

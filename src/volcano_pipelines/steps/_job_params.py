@@ -57,7 +57,8 @@ class Policy:
     queue: str = arg("default", "Volcano queue", spec="job.queue")
     priority_class: str | None = arg(None, "PriorityClass of the job and its pods", spec="job.priority_class")
     min_available: int | None = arg(None, "gang size (default: every replica)", spec="job.min_available")
-    max_retry: int = arg(3, "job restarts before it is Failed", spec="job.max_retry")
+    max_retry: int = arg(3, "runs of the job in all, the first included, before it is Failed (Volcano's maxRetry: "
+                             "3 = at most 2 restarts)", spec="job.max_retry")
     ttl: int | None = arg(3600, "seconds a finished job is kept", spec="job.ttl")
     deadline: int | None = arg(None, "seconds each pod may run (activeDeadlineSeconds, per attempt): a pod past it "
                                      "fails (DeadlineExceeded), which restarts or ends the job like any failed pod",

@@ -219,6 +219,9 @@ def serve(
     if not isinstance(model_name, str) or not MODEL_NAME.fullmatch(model_name):
         raise InputError("model_name", model_name, "letters, digits, '_', '.' and '-', starting with a letter or digit (at most 200)")
     model_path = model_path if model_path is not None else f"export/{model_name}"
+    if isinstance(model_path, str) and model_path.startswith("/"):
+        # The PVC is mounted in the pod: /etc would silently have meant <pvc>/etc.
+        raise InputError("model_path", model_path, "a path relative to the PVC's root, e.g. export/mnist")
     check_relative_path("model_path", model_path.strip("/"))
     check_bounded("replicas", replicas, 1, 100)
     check_bounded("gpus", gpus, 0, 16)
@@ -328,11 +331,15 @@ def _bad_version(value: Any) -> int:
     raise InputError("versions", value, "integer version numbers >= 0")
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # Python's json takes NaN / Infinity; JSON (and TF Serving) does not
+
+
 def _payload(text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant)
     except ValueError as err:
         raise InputError("smoke_payload", text, f"a JSON object such as {{\"instances\": [[1.0, 2.0]]}} ({err})") from None
     if not isinstance(value, dict):

@@ -29,6 +29,7 @@ from volcano_pipelines.kube.validate import (
     check_image,
     check_label_value,
     check_labels,
+    check_user_labels,
     check_positive_seconds,
     check_quantity,
     check_relative_path,
@@ -92,7 +93,7 @@ def check_common(*, name: str, namespace: str | None, pvc_field: str, pvc: str, 
     check_image("image", image)
     check_quantity("cpu", cpu)
     check_quantity("memory", memory)
-    check_labels("labels", labels or {})
+    check_user_labels("labels", labels or {})
     if run_id is not None:
         check_label_value("run_id", run_id)
     for secret in image_pull_secrets or ():
@@ -165,6 +166,9 @@ def tensorboard(
     progress = progress or Progress()
     check_common(name=name, namespace=namespace, pvc_field="log_pvc", pvc=log_pvc, image=image, cpu=cpu, memory=memory,
                  labels=labels, run_id=run_id, image_pull_secrets=image_pull_secrets, timeout=timeout)
+    if isinstance(logdir, str) and logdir.startswith("/"):
+        # The log PVC is mounted in the pod: /abs would silently have meant <pvc>/abs.
+        raise InputError("logdir", logdir, "a path relative to the log PVC's root, e.g. runs/mnist ('' for the root)")
     if logdir.strip("/"):
         check_relative_path("logdir", logdir.strip("/"))
     if job is not None:

@@ -154,6 +154,8 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
                            succeeded=True, backend=backend, message="dry run: nothing was created", manifest=manifest)
     target = _backend(backend, run["kubeconfig"], run["context"], run["local_dir"], run["local_data_dir"],
                       run["local_log_dir"])
+    if backend == "cluster":
+        target.submit_timeout = timeout  # type: ignore[attr-defined]  # --timeout covers submission too
     if namespace is None and backend == "cluster":  # the context's namespace, read now
         from volcano_pipelines.backends.cluster import ClusterBackend
 

@@ -74,6 +74,8 @@ def run(
     progress = progress or Progress()
     meta = manifest["metadata"]
     with _stop_signals(handle_signals):
+        # The step's timeout counts from here: a slow submission (a silent API server) uses it up.
+        started = clock()
         job, created = backend.submit(manifest)
         log.info("%s job %s/%s (run %s) on the %s backend", "created" if created else "attached to existing",
                  meta["namespace"], meta["name"], meta["labels"].get(RUN_LABEL), backend.name)
@@ -81,7 +83,7 @@ def run(
             return _result(job, created=created, backend=backend.name)
         with backend.session(job, policy.log_lines) as session:
             try:
-                return _Waiter(session, job, created, policy, progress, clock, backend.name).wait()
+                return _Waiter(session, job, created, policy, progress, clock, backend.name, started).wait()
             except Cancelled as err:
                 done = _cancel(session, policy.on_cancel)
                 raise Cancelled(f"{err}; job {meta['namespace']}/{meta['name']} {done}") from None
@@ -108,7 +110,7 @@ class _Waiter:
     """One wait: the loop's state lives here so each decision is a small method."""
 
     def __init__(self, session: JobSession, job: Job, created: bool, policy: WaitPolicy, progress: Progress,
-                 clock: Callable[[], float], backend: str) -> None:
+                 clock: Callable[[], float], backend: str, started: float | None = None) -> None:
         self.session = session
         self.job = job
         self.created = created
@@ -118,7 +120,7 @@ class _Waiter:
         self.backend = backend
         meta = job["metadata"]
         self.namespace, self.name = meta["namespace"], meta["name"]
-        started = clock()
+        started = clock() if started is None else started
         self.deadline = started + policy.timeout_seconds if policy.timeout_seconds else None
         self.problem: str | None = None
         self.counts: dict[str, TaskCounts] = {}

@@ -25,6 +25,7 @@ from volcano_pipelines.kube.validate import (
     check_image,
     check_label_value,
     check_labels,
+    check_user_labels,
     check_positive,
     check_quantity,
     check_relative_path,
@@ -110,7 +111,7 @@ def check_role(field: str, role: Role) -> None:
     check_env(f"{field}.env", role.env)
     check_labels(f"{field}.node_selector", role.node_selector)
     check_tolerations(f"{field}.tolerations", role.tolerations)
-    check_labels(f"{field}.labels", role.labels)
+    check_user_labels(f"{field}.labels", role.labels)
     check_annotations(f"{field}.annotations", role.annotations)
 
 
@@ -188,7 +189,7 @@ def check_job_options(job: JobOptions, task_replicas: Mapping[str, int], *, alwa
         check_label_value("job.run_id", job.run_id)
         if not job.run_id:
             fail("job.run_id", job.run_id, "a non-empty label value")
-    check_labels("job.labels", job.labels)
+    check_user_labels("job.labels", job.labels)
 
 
 def tf_task_replicas(spec: TFJobSpec) -> dict[str, int]:

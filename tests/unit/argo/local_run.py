@@ -7,6 +7,7 @@ from their valueFrom paths (under $VPIPE_ARGO_OUT instead of /tmp/vpipe)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -22,9 +23,20 @@ ARGO_DIR = REPO / "pipelines" / "argo"
 _TAG = re.compile(r"\{\{\s*(inputs\.parameters\.[\w-]+|workflow\.[\w.-]+)\s*\}\}")
 
 
+@functools.lru_cache(maxsize=1)
+def _rendered() -> dict[str, str]:
+    from volcano_pipelines.argo.compile import artifacts
+
+    return artifacts()
+
+
 def load(name: str) -> dict[str, Any]:
-    """A committed WorkflowTemplate / CronWorkflow from pipelines/argo/."""
-    return yaml.safe_load((ARGO_DIR / name).read_text())
+    """A WorkflowTemplate / CronWorkflow as the generator renders it now: the behaviour tests
+    test the code, and the freshness test (test_committed_argo_yaml_is_fresh) ties the
+    committed copy under pipelines/argo/ to it."""
+    from volcano_pipelines.argo.compile import OUT_DIR
+
+    return yaml.safe_load(_rendered()[f"{OUT_DIR}/{name}"])
 
 
 def template(workflow_template: dict[str, Any], name: str | None = None) -> dict[str, Any]:

@@ -35,3 +35,22 @@ def test_the_default_environment_is_the_process_environment(monkeypatch: pytest.
     assert skip_or_fail() == "fail"
     monkeypatch.delenv("CI")
     assert skip_or_fail() == "skip"
+
+
+def test_a_missing_module_fails_in_ci_and_skips_elsewhere() -> None:
+    from tests.needs import module
+
+    assert module("json", "never missing").dumps([]) == "[]"
+    with pytest.raises(pytest.fail.Exception, match="no-such-extra.*CI=true"):
+        module("volcano_pipelines_no_such_module", "no-such-extra", env={"CI": "true"})
+    with pytest.raises(pytest.skip.Exception, match="no-such-extra"):
+        module("volcano_pipelines_no_such_module", "no-such-extra", env={})
+
+
+def test_kfp_tests_use_the_ci_aware_check_not_importorskip() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    offenders = [str(path.relative_to(root)) for path in root.rglob("test_*.py")
+                 if "importorskip(" in path.read_text(encoding="utf-8") and path.name != Path(__file__).name]
+    assert offenders == []

@@ -10,7 +10,9 @@ from typing import Any, Literal, Optional
 
 import pytest
 
-pytest.importorskip("kfp", reason="the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
+from tests import needs
+
+needs.module("kfp", "the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
 
 from kfp import components as kfp_components
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
+from tests import needs
 import yaml
 
-pytest.importorskip("kfp", reason="the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
+needs.module("kfp", "the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
 
 from volcano_pipelines.kfp import pipelines
 from volcano_pipelines.kfp.compile import compile_text

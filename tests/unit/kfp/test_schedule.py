@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests import needs
 import yaml
 
-pytest.importorskip("kfp_server_api", reason="the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
+needs.module("kfp_server_api", "the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
 
 import kfp_server_api
 
@@ -164,3 +166,169 @@ def test_cli_unreachable_server_exits_3(capsys: pytest.CaptureFixture[str]) -> N
                         "--cron", "0 3 * * *", *_params())
     assert code == 3
     assert f"cannot reach the KFP API at http://127.0.0.1:{port}" in err
+
+
+# --- hostile and wrong input (issue 24, item 3) ------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", ["61 2 * * *", "a b c d e", "0 24 * * *", "0 2 32 * *", "0 2 * 13 *", "0 2 * * 7",
+                                 "? 2 * * *", "*/0 * * * *", "5-1 * * * *", "60 0 2 * * *", "0 2 * * MON-FOO"])
+def test_crons_out_of_range_are_refused(raw: str) -> None:
+    with pytest.raises(InputError) as err:
+        schedule.cron_expression(raw)
+    assert err.value.field == "cron" and "not" in err.value.allowed
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("0 2 * JAN-MAR MON", "0 0 2 * JAN-MAR MON"),
+                                               ("0 0 1,15 * *", "0 0 0 1,15 * *"), ("59 23 31 12 6", "0 59 23 31 12 6")])
+def test_crons_in_range_are_kept(raw: str, expected: str) -> None:
+    assert schedule.cron_expression(raw) == expected
+
+
+@pytest.mark.parametrize(("param", "said"), [("workers=-5", "workers=-5"), ("model_name=BAD_NAME", "model_name=BAD_NAME"),
+                                             ("ps=-1", "ps=-1"), ("max_retry=-3", "max_retry=-3")])
+def test_parameters_the_training_step_refuses_are_refused_now(param: str, said: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    name = param.split("=")[0]
+    params = [arg for key, value in REQUIRED.items() if key != name for arg in ("--param", f"{key}={value}")]
+    code, out, err = _cli(capsys, "--host", "http://kfp.invalid", "--pipeline-file", str(PIPELINE), "--cron", "0 3 * * *",
+                          *params, "--param", param, "--dry-run")
+    assert code == 2 and out == "", err
+    assert f"invalid --param='{said}'" in err and "train_tf step" in err, err
+
+
+@pytest.mark.parametrize("host", ["not a url", "ftp://kfp.example:8888", "http://kfp.example:99999", "", "http://",
+                                  "kfp.example:8888", "http://kfp example:8888", "http://kfp.example:0"])
+def test_a_bad_host_exits_2_before_anything_is_sent(host: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _cli(capsys, "--host", host, "--pipeline-file", str(PIPELINE), "--cron", "0 3 * * *", *_params())
+    assert code == 2, err
+    assert "invalid --host=" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("path", ["/dev/urandom", "/dev/zero"])
+def test_a_device_as_pipeline_file_is_refused_at_once(path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _cli(capsys, "--host", "http://kfp.invalid", "--pipeline-file", path, "--cron", "0 3 * * *")
+    assert code == 2 and "a regular file" in err, err
+
+
+def test_a_binary_or_huge_pipeline_file_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    binary = tmp_path / "p.yaml"
+    binary.write_bytes(bytes(range(256)) * 16)
+    code, _, err = _cli(capsys, "--host", "http://kfp.invalid", "--pipeline-file", str(binary), "--cron", "0 3 * * *")
+    assert code == 2 and "UTF-8 text" in err, err
+    huge = tmp_path / "huge.yaml"
+    with huge.open("wb") as handle:
+        handle.truncate(17 * 1024 * 1024)
+    code, _, err = _cli(capsys, "--host", "http://kfp.invalid", "--pipeline-file", str(huge), "--cron", "0 3 * * *")
+    assert code == 2 and "at most 16 MiB" in err, err
+
+
+class KfpStandIn:
+    """Answers the three calls as KFP's REST API (v2beta1) documents them; the real backend
+    cannot run here. Records what it was sent."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, Any]] = []
+
+    def answer(self, method: str, path: str, body: Any) -> tuple[int, dict[str, Any]]:
+        self.seen.append((method, path, body))
+        if method == "GET" and path.startswith("/apis/v2beta1/experiments"):
+            return 200, {}  # no experiment of that name: protobuf JSON leaves the empty list out
+        if method == "POST" and path == "/apis/v2beta1/experiments":
+            return 200, {"experiment_id": "exp-7", "display_name": body["display_name"]}
+        if method == "POST" and path == "/apis/v2beta1/recurringruns":
+            return 200, {"recurring_run_id": "rr-42", "display_name": body["display_name"], "status": "ENABLED"}
+        return 404, {"error": "not found", "code": 5}
+
+
+def _kfp_server(stand_in: KfpStandIn) -> Any:
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _reply(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else None
+            status, answer = stand_in.answer(self.command, self.path, body)
+            data = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _reply
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_schedule_against_a_server_answering_as_kfp_documents(capsys: pytest.CaptureFixture[str],
+                                                              tmp_path: Path) -> None:
+    stand_in = KfpStandIn()
+    server = _kfp_server(stand_in)
+    token = tmp_path / "token"
+    token.write_text("secret-token\n")
+    try:
+        code, out, err = _cli(capsys, "--host", f"http://127.0.0.1:{server.server_address[1]}/", "--pipeline-file",
+                              str(PIPELINE), "--cron", "0 3 * * *", *_params(), "--experiment", "nightly",
+                              "--namespace", "team-a", "--token-file", str(token))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == 0, err
+    assert out.startswith("recurring run rr-42 (train-and-serve): cron '0 0 3 * * *'"), out
+    methods = [(m, p.split("?")[0]) for m, p, _ in stand_in.seen]
+    assert methods == [("GET", "/apis/v2beta1/experiments"), ("POST", "/apis/v2beta1/experiments"),
+                       ("POST", "/apis/v2beta1/recurringruns")]
+    assert "namespace=team-a" in stand_in.seen[0][1] and "display_name" in stand_in.seen[0][1]
+    assert stand_in.seen[1][2] == {"display_name": "nightly", "namespace": "team-a"}
+    sent = stand_in.seen[2][2]
+    assert sent["experiment_id"] == "exp-7" and sent["max_concurrency"] == "1" and sent["no_catchup"] is True
+    assert schedule.to_model(sent)  # what went out is the API's own model
+
+
+@pytest.mark.parametrize(("kind", "said"), [
+    ("html", "did not answer like the KFP API"), ("json", "answered without the experiment_id"),
+    ("json-list", "did not answer like the KFP API"), ("binary", "did not answer like the KFP API"),
+    ("empty", "did not answer like the KFP API"), ("html-500", "(HTTP 500)"), ("json-500", "(HTTP 500)"),
+    ("html-401", "permission denied"), ("json-401", "permission denied"),
+])
+def test_a_server_that_is_not_kfp_is_one_clear_error(kind: str, said: str, capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    from tests.hostile_servers import serve
+
+    for tls in (False, True) if kind == "html" else (False,):
+        with serve(kind, tls_dir=tmp_path if tls else None) as server:
+            extra = ["--ca-file", server.ca_file] if server.ca_file else []
+            code, out, err = _cli(capsys, "--host", server.url, "--pipeline-file", str(PIPELINE), "--cron", "0 3 * * *",
+                                  *_params(), *extra)
+        assert code == 3 and out == "", err
+        assert said in err and server.url in err and "Traceback" not in err, err
+        assert len(err.strip().splitlines()) == 1, err
+        assert len(server.requests) <= 2  # one list, one create at most: no retries of errors
+
+
+def test_a_server_that_never_answers_is_bounded(capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    from tests.hostile_servers import serve
+
+    with serve("silent") as server:
+        started = time.monotonic()
+        code, _, err = _cli(capsys, "--host", server.url, "--pipeline-file", str(PIPELINE), "--cron", "0 3 * * *",
+                            *_params(), "--request-timeout", "1")
+        took = time.monotonic() - started
+    assert code == 3 and "did not answer within 1s" in err, err
+    assert took < 20, took  # before: kfp.Client waited for ever
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "1e400"])
+def test_a_bad_request_timeout_is_refused(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _cli(capsys, "--host", "http://kfp.invalid", "--pipeline-file", str(PIPELINE), "--cron", "0 3 * * *",
+                        *_params(), "--request-timeout", value)
+    assert code == 2 and "--request-timeout" in err, err

@@ -1,0 +1,186 @@
+"""A kubeconfig pointing at something that is not a Kubernetes API server: a web page, an
+unrelated JSON service, a binary port, a server that accepts and never answers, errors with
+HTML bodies. Real local servers (plain HTTP and TLS, tests/hostile_servers.py), the real
+client library, the commands users type: each ends with exit 3 and one clear sentence, never
+a traceback, never a "created job" before the error, and never past a bounded time."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.hostile_servers import KINDS_200, serve, silent_listener
+from volcano_pipelines.cli import main
+from volcano_pipelines.errors import EXIT_CLUSTER
+from volcano_pipelines.k8s import retry
+REQUEST_TIMEOUT_ENV = "VPIPE_REQUEST_TIMEOUT"  # seconds per API request (k8s/client.py)
+
+# The commands of the issue, each given the hostile server's kubeconfig.
+COMMANDS: dict[str, list[str]] = {
+    "status": ["status", "mnist"],
+    "train": ["train", "tf", "--name", "mnist", "--workers", "1", "--ps", "1", "--code-url", "http://files.example/m/",
+              "--run-id", "r1"],
+    "reap": ["reap", "mnist", "--grace", "0"],
+    "reap-sweep": ["reap", "--selector", "team=ml", "--once"],
+    "pv-reuse": ["pv", "reuse", "data-pv", "--for", "data"],
+    "namespace-prepare": ["namespace", "prepare", "team-b", "--pull-secret-from", "infra/regcred"],
+    "tensorboard": ["tensorboard", "--name", "mnist-tb", "--log-pvc", "logs", "--ttl", "60"],
+    "serve": ["serve", "--name", "mnist-serving", "--pvc", "logs", "--timeout", "30"],
+}
+
+
+@pytest.fixture(autouse=True)
+def _quick_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One second per request: a silent server costs two of them (one retry), not minutes.
+    monkeypatch.setenv(REQUEST_TIMEOUT_ENV, "1")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+
+def run(argv: list[str], kubeconfig: str, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> tuple[int, str, str]:
+    caplog.set_level(logging.INFO)
+    code = main([*argv, "--kubeconfig", kubeconfig])
+    out, err = capsys.readouterr()
+    return code, err, caplog.text
+
+
+# Every command against the three kinds of garbage over HTTP, and over TLS against HTML (what a
+# login page or an ingress answers); every kind of garbage against `status`, both ways.
+GARBAGE_CASES = ([(command, kind, False) for command in sorted(COMMANDS) for kind in ("html", "json", "binary")]
+                 + [(command, "html", True) for command in sorted(COMMANDS)]
+                 + [("status", kind, tls) for kind in KINDS_200 for tls in (False, True)
+                    if (kind, tls) not in (("html", False), ("json", False), ("binary", False), ("html", True))])
+
+
+@pytest.mark.parametrize(("command", "kind", "tls"), GARBAGE_CASES,
+                         ids=[f"{c}-{k}-{'tls' if t else 'http'}" for c, k, t in GARBAGE_CASES])
+def test_a_server_answering_200_garbage_is_a_cluster_error(command: str, kind: str, tls: bool, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str],
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    with serve(kind, tls_dir=tmp_path if tls else None) as server:
+        code, err, logged = run(COMMANDS[command], server.kubeconfig(tmp_path), capsys, caplog)
+    assert code == EXIT_CLUSTER, err
+    assert "not answering like a Kubernetes API server" in err and server.url in err, err
+    assert "check the kubeconfig's server address" in err
+    assert "created" not in logged
+    # Nothing but reads was sent after a bad answer: no create, patch or delete went out.
+    assert server.requests and server.requests[0][0] == "GET", server.requests
+    assert not [r for r in server.requests if r[0] != "GET"], server.requests
+
+
+@pytest.mark.parametrize("kind", ["html-500", "json-500"])
+def test_server_errors_with_foreign_bodies_are_retried_then_reported(kind: str, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str],
+                                                                     caplog: pytest.LogCaptureFixture,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    real_call = retry.call  # the retry policy's pauses, not slept
+    monkeypatch.setattr(retry, "call", lambda *a, **k: real_call(*a, **{**k, "sleep": lambda _s: None}))
+    with serve(kind) as server:
+        code, err, _ = run(COMMANDS["status"], server.kubeconfig(tmp_path), capsys, caplog)
+    assert code == EXIT_CLUSTER
+    assert "did not answer" in err and "HTTP 500" in err, err
+    assert len(server.requests) == 6  # the policy's attempts, then the error
+
+
+@pytest.mark.parametrize("kind", ["html-401", "json-401"])
+@pytest.mark.parametrize("command", ["status", "train", "pv-reuse"])
+def test_a_refusal_with_a_foreign_body_is_permission_denied(command: str, kind: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str],
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    with serve(kind) as server:
+        code, err, logged = run(COMMANDS[command], server.kubeconfig(tmp_path), capsys, caplog)
+    assert code == EXIT_CLUSTER
+    assert "permission denied" in err and "HTTP 401" in err, err
+    assert "created" not in logged
+
+
+SILENT_CASES = [(command, False) for command in sorted(COMMANDS)] + [("status", True), ("train", True)]
+
+
+@pytest.mark.parametrize(("command", "tls"), SILENT_CASES,
+                         ids=[f"{c}-{'tls' if t else 'http'}" for c, t in SILENT_CASES])
+def test_a_server_that_never_answers_costs_two_request_timeouts(command: str, tls: bool, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str],
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    with serve("silent", tls_dir=tmp_path if tls else None) as server:
+        started = time.monotonic()
+        code, err, logged = run(COMMANDS[command], server.kubeconfig(tmp_path), capsys, caplog)
+        took = time.monotonic() - started
+    assert code == EXIT_CLUSTER, err
+    assert "did not answer in time" in err, err
+    assert "created" not in logged
+    # Each request once more at most (reap follows several collections at once), then the error.
+    paths = [path for _method, path in server.requests]
+    assert paths and max(paths.count(path) for path in paths) <= 2, server.requests
+    # Bounded: two 1 s requests and one pause. A hang would be stopped by nothing (before: forever).
+    assert took < 30, took
+
+
+def test_a_listener_that_never_completes_the_tls_handshake_is_bounded(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str],
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    with silent_listener() as address:
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+            f"clusters: [{{name: c, cluster: {{server: 'https://{address}', insecure-skip-tls-verify: true}}}}]\n"
+            "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n")
+        code, err, _ = run(COMMANDS["status"], str(kubeconfig), capsys, caplog)
+    assert code == EXIT_CLUSTER
+    assert "did not answer in time" in err or "timed out" in err, err
+
+
+def test_train_timeout_covers_submission(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--timeout` is the step's whole budget: a silent server cannot hold the submission past it
+    even when one request may take longer (here 60 s)."""
+    monkeypatch.setenv(REQUEST_TIMEOUT_ENV, "60")
+    with serve("silent") as server:
+        started = time.monotonic()
+        code, err, logged = run([*COMMANDS["train"], "--timeout", "3"], server.kubeconfig(tmp_path), capsys, caplog)
+        took = time.monotonic() - started
+    assert code == EXIT_CLUSTER, err
+    assert "timeout of 3s ran out" in err, err
+    assert "created" not in logged
+    assert took < 20, took  # before: one request alone waited for ever
+
+
+def test_no_traceback_from_the_installed_command(tmp_path: Path) -> None:
+    """The same through the `vpipe` process a user runs: stderr is one sentence."""
+    env = {**os.environ, REQUEST_TIMEOUT_ENV: "1"}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    for kind in ("binary", "json"):
+        with serve(kind) as server:
+            done = subprocess.run([sys.executable, "-m", "volcano_pipelines", *COMMANDS["train"], "--kubeconfig",
+                                   server.kubeconfig(tmp_path)], capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == EXIT_CLUSTER, done.stderr
+        assert "Traceback" not in done.stderr
+        assert done.stderr.strip().startswith("vpipe: error:") and "created job" not in done.stderr, done.stderr
+
+
+def test_a_missing_default_kubeconfig_says_it_does_not_exist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    assert main(["status", "mnist"]) == EXIT_CLUSTER
+    err = capsys.readouterr().err
+    assert "does not exist" in err and str(tmp_path / ".kube" / "config") in err, err
+    assert "Invalid kube-config" not in err
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "a") + os.pathsep + str(tmp_path / "b"))
+    assert main(["status", "mnist"]) == EXIT_CLUSTER
+    err = capsys.readouterr().err
+    assert "$KUBECONFIG names" in err and "does not exist" in err, err
+
+
+def test_a_bad_request_timeout_setting_is_refused(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    monkeypatch.setenv(REQUEST_TIMEOUT_ENV, "nan")
+    with serve("silent") as server:
+        assert main(["status", "mnist", "--kubeconfig", server.kubeconfig(tmp_path)]) == 2
+    assert REQUEST_TIMEOUT_ENV in capsys.readouterr().err
