@@ -169,7 +169,7 @@ class BrickProfile:
         return counts
 
 
-def main() -> int:  # noqa: C901 - one linear script
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--large-files", type=int, default=8)
     ap.add_argument("--large-total-mib", type=int, default=1024)

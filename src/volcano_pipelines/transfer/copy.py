@@ -292,7 +292,7 @@ def hash_file(path: str, chunk: int) -> str:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         with os.fdopen(fd, "rb", buffering=0) as f:
             fd = -1
-            return hash_stream(f, chunk)[0]  # type: ignore[arg-type]
+            return hash_stream(f, chunk)[0]
     finally:
         if fd >= 0:
             os.close(fd)

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, BinaryIO
 
 from volcano_pipelines.transfer.copy import Abandoned, SourceChanged, copy_stream, hash_file, hash_stream, new_digest
 from volcano_pipelines.transfer.copy import keep_freed_memory
@@ -126,7 +125,7 @@ class Executor:
         # for as long as any temporary file is being written.
         self.interrupted = threading.Event()
         self.abandon = threading.Event()
-        self._futures: list[Future[Outcome]] = []
+        self._futures: list[Future[Outcome | Future[Outcome]]] = []
         self._renamed_dirs: set[str] = set()
         self._unchecked: dict[str, Entry] = {}
         self._lock = threading.Lock()

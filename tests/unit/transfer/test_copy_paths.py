@@ -72,7 +72,7 @@ def test_plan_ranges_covers_the_file_exactly() -> None:
     for size in (1, 31, 32, 33, 1000, 4097):
         ranges = plan_ranges(size, 3, min_range=7)
         assert sum(n for _, n in ranges) == size and ranges[0][0] == 0
-        assert all(a + n == b for (a, n), (b, _) in zip(ranges, ranges[1:]))
+        assert all(a + n == b for (a, n), (b, _) in zip(ranges, ranges[1:], strict=False))
 
 
 def test_a_large_file_is_read_as_parallel_ranges_and_written_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
