@@ -27,10 +27,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubernetes import client  # noqa: E402
+from kubernetes import client
 
-from tests.cluster import behaviour, build  # noqa: E402
-from tests.cluster.launcher import ControlPlane, NodeShape  # noqa: E402
+from tests.cluster import behaviour, build
+from tests.cluster.launcher import ControlPlane, NodeShape
 
 # `vpipe` identifies itself as vpipe/<version> (volcano_pipelines.k8s.client.USER_AGENT). The
 # benchmark's own client uses another agent, so its polling is not counted.

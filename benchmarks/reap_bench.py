@@ -34,10 +34,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubernetes import client, watch  # noqa: E402
+from kubernetes import client, watch
 
-from tests.cluster import behaviour, build  # noqa: E402
-from tests.cluster.launcher import ControlPlane, NodeShape  # noqa: E402
+from tests.cluster import behaviour, build
+from tests.cluster.launcher import ControlPlane, NodeShape
 
 STEP_USER_AGENT_PREFIX = "vpipe/"
 BENCH_USER_AGENT = "vpipe-reap-bench"

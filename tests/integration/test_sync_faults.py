@@ -21,17 +21,23 @@ from volcano_pipelines.transfer.progress import Progress
 pytestmark = [pytest.mark.hdfs, pytest.mark.gluster, pytest.mark.timeout(600)]
 
 
+@pytest.fixture(params=["file", "batch"])
+def mode(request: pytest.FixtureRequest) -> str:
+    """Every --durability mode that promises durable, whole files runs every fault."""
+    return request.param  # type: ignore[no-any-return]
+
+
 def _root() -> str:
     return f"/faults/{uuid.uuid4().hex[:8]}"
 
 
-def test_kill_9_mid_large_file_then_rerun(hdfs, gluster) -> None:  # type: ignore[no-untyped-def]
+def test_kill_9_mid_large_file_then_rerun(hdfs, gluster, mode) -> None:  # type: ignore[no-untyped-def]
     client, root = hdfs.client(), _root()
     files = {"small.txt": b"s" * 100, "large.bin": os.urandom(96 << 20)}
     put_tree(client, root, files)
     dst = gluster.fresh_dir("kill9")
     cmd = [sys.executable, "-m", "volcano_pipelines", "sync", f"{hdfs.url}{root}", str(dst),
-           "--transfers", "1", "--chunk-mib", "1", "-q"]
+           "--transfers", "1", "--chunk-mib", "1", "--durability", mode, "-q"]
 
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     partial = None
@@ -52,7 +58,7 @@ def test_kill_9_mid_large_file_then_rerun(hdfs, gluster) -> None:  # type: ignor
     assert not (dst / "large.bin").exists()
     assert os.path.exists(partial) and os.path.getsize(partial) < len(files["large.bin"])
 
-    result = sync(f"{hdfs.url}{root}", str(dst))
+    result = sync(f"{hdfs.url}{root}", str(dst), durability=mode)
     assert result.cleaned >= 1 and result.failed == 0
     assert read_tree(dst) == files
     assert temp_files(dst) == []
@@ -108,14 +114,14 @@ class _RestartMidSync(Progress):
             self.restarted.set()
 
 
-def test_namenode_restart_mid_sync(hdfs, gluster) -> None:  # type: ignore[no-untyped-def]
+def test_namenode_restart_mid_sync(hdfs, gluster, mode) -> None:  # type: ignore[no-untyped-def]
     client, root = hdfs.client(), _root()
     files = {f"d{i % 7}/f{i:04d}.bin": os.urandom(16 << 10) for i in range(400)}
     total = sum(len(b) for b in files.values())
     put_tree(client, root, files)
     dst = gluster.fresh_dir("nnrestart")
     progress = _RestartMidSync(hdfs, after=40)
-    result = sync(f"{hdfs.url}{root}", str(dst), transfers=4, progress=progress)
+    result = sync(f"{hdfs.url}{root}", str(dst), transfers=4, progress=progress, durability=mode)
 
     assert progress.fired.is_set() and progress.restarted.wait(180) and progress.error is None
     # The restart overlapped the transfer: it began after the first bytes were copied,
@@ -128,7 +134,7 @@ def test_namenode_restart_mid_sync(hdfs, gluster) -> None:  # type: ignore[no-un
     assert temp_files(dst) == []
 
 
-def test_source_rewritten_during_copy_is_detected_and_recopied(hdfs, gluster) -> None:  # type: ignore[no-untyped-def]
+def test_source_rewritten_during_copy_is_detected_and_recopied(hdfs, gluster, mode) -> None:  # type: ignore[no-untyped-def]
     from hdfs_native import WriteOptions
 
     client, root = hdfs.client(), _root()
@@ -146,7 +152,7 @@ def test_source_rewritten_during_copy_is_detected_and_recopied(hdfs, gluster) ->
                 with client.create(f"{root}/moving.bin", WriteOptions(overwrite=True)) as w:
                     w.write(new)
 
-    result = sync(f"{hdfs.url}{root}", str(dst), transfers=1, chunk_mib=1, progress=Rewrite())
+    result = sync(f"{hdfs.url}{root}", str(dst), transfers=1, chunk_mib=1, progress=Rewrite(), durability=mode)
 
     assert fired.is_set()
     assert result.failed == 0 and result.copied == 1 and result.retried == 1
@@ -154,7 +160,7 @@ def test_source_rewritten_during_copy_is_detected_and_recopied(hdfs, gluster) ->
     assert temp_files(dst) == []
 
 
-def test_full_destination_fails_cleanly(hdfs, gluster) -> None:  # type: ignore[no-untyped-def]
+def test_full_destination_fails_cleanly(hdfs, gluster, mode) -> None:  # type: ignore[no-untyped-def]
     client, root = hdfs.client(), _root()
     # The small volume has ~50 MiB free; 4 x 20 MiB cannot fit.
     files = {f"chunk{i}.bin": os.urandom(20 << 20) for i in range(4)}
@@ -163,7 +169,7 @@ def test_full_destination_fails_cleanly(hdfs, gluster) -> None:  # type: ignore[
 
     try:
         with pytest.raises(SyncFailed) as info:
-            sync(f"{hdfs.url}{root}", str(dst), transfers=2)
+            sync(f"{hdfs.url}{root}", str(dst), transfers=2, durability=mode)
         err = info.value
         assert err.exit_code == 1 and "destination full" in str(err)
         assert err.result.failed >= 1
@@ -176,7 +182,7 @@ def test_full_destination_fails_cleanly(hdfs, gluster) -> None:  # type: ignore[
         subprocess.run(["rm", "-rf", str(dst)], check=False)
 
 
-def test_small_file_replaced_right_after_its_read_is_copied_again(hdfs, gluster) -> None:  # type: ignore[no-untyped-def]
+def test_small_file_replaced_right_after_its_read_is_copied_again(hdfs, gluster, mode) -> None:  # type: ignore[no-untyped-def]
     from hdfs_native import WriteOptions
 
     client, root = hdfs.client(), _root()
@@ -193,7 +199,7 @@ def test_small_file_replaced_right_after_its_read_is_copied_again(hdfs, gluster)
                 with client.create(f"{root}/small.txt", WriteOptions(overwrite=True)) as w:
                     w.write(b"new version\n")  # same size: only the mtime tells
 
-    result = sync(f"{hdfs.url}{root}", str(dst), transfers=1, progress=Replace())
+    result = sync(f"{hdfs.url}{root}", str(dst), transfers=1, progress=Replace(), durability=mode)
 
     assert fired.is_set() and result.failed == 0 and result.retried == 1
     assert (dst / "small.txt").read_bytes() == b"new version\n"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, TextIO
 from volcano_pipelines.errors import EXIT_OK, InputError, VpipeError
 from volcano_pipelines.steps import DEFAULT_MAX_DELETE, DEFAULT_TRANSFERS, TransferProgress, display_path, quoted_path
 from volcano_pipelines.steps import sync as sync_step
+from volcano_pipelines.steps import DEFAULT_DURABILITY, DEFAULT_STREAMS, DURABILITY_MODES
 from volcano_pipelines.steps.params import params
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ FLAGS: dict[str, str] = {
     "hadoop_conf_dir": "--hadoop-conf-dir",
     "chunk_mib": "--chunk-mib",
     "full_scan": "--full-scan",
+    "durability": "--durability",
+    "streams": "--streams",
 }
 
 
@@ -74,6 +77,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--transfers", type=int, default=DEFAULT_TRANSFERS, help=text("transfers"))
     p.add_argument("--shards", type=int, default=0, metavar="N", help=text("shards"))
     p.add_argument("--chunk-mib", type=int, default=8, help=text("chunk_mib"))
+    p.add_argument("--streams", type=int, default=DEFAULT_STREAMS, help=text("streams"))
+    p.add_argument("--durability", default=DEFAULT_DURABILITY, metavar="|".join(DURABILITY_MODES), help=text("durability"))
     auth = p.add_argument_group("HDFS access")
     for name in ("user", "kerberos_principal", "kerberos_keytab", "kerberos_ccache", "hadoop_conf_dir"):
         auth.add_argument("--" + name.replace("_", "-"), help=text(name))
@@ -204,6 +209,8 @@ def _sync(args: argparse.Namespace) -> int:
             hadoop_conf_dir=args.hadoop_conf_dir,
             chunk_mib=args.chunk_mib,
             full_scan=args.full_scan,
+            durability=args.durability,
+            streams=args.streams,
             progress=printer,
         )
     except SyncInterrupted as err:

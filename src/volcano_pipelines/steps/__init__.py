@@ -14,7 +14,8 @@ from volcano_pipelines.steps import registry
 _SUPPORT = {
     "BACKENDS": "_train", "ON_CANCEL_CHOICES": "_train", "MPI_TASKS": "_train_spec", "TF_TASKS": "_train_spec",
     "ON_FAILURE_CHOICES": "_reap", "SERVICE_TYPES": "_tensorboard", "TARGETS": "_serve",
-    "DEFAULT_MAX_DELETE": "_sync", "DEFAULT_TRANSFERS": "_sync", "DeletionRefused": "_sync", "SyncFailed": "_sync",
+    "DEFAULT_MAX_DELETE": "_sync", "DEFAULT_TRANSFERS": "_sync", "DEFAULT_DURABILITY": "_sync",
+    "DEFAULT_STREAMS": "_sync", "DURABILITY_MODES": "_sync", "DeletionRefused": "_sync", "SyncFailed": "_sync",
     "SyncInterrupted": "_sync", "TransferProgress": "_sync", "display_path": "_sync", "quoted_path": "_sync",
     "namespace_prepare": "_admin", "pv_reuse": "_admin",
 }
@@ -47,8 +48,11 @@ if TYPE_CHECKING:  # static types for `from volcano_pipelines.steps import ...` 
         TARGETS as TARGETS,
     )
     from volcano_pipelines.steps._sync import (
+        DEFAULT_DURABILITY as DEFAULT_DURABILITY,
         DEFAULT_MAX_DELETE as DEFAULT_MAX_DELETE,
+        DEFAULT_STREAMS as DEFAULT_STREAMS,
         DEFAULT_TRANSFERS as DEFAULT_TRANSFERS,
+        DURABILITY_MODES as DURABILITY_MODES,
         DeletionRefused as DeletionRefused,
         display_path as display_path,
         quoted_path as quoted_path,

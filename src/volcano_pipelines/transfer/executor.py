@@ -1,6 +1,7 @@
-"""Carrying out a plan: a bounded pool of transfer threads. Each file is streamed in big
-chunks to a temporary sibling, its mtime set, fsynced, verified, and only then renamed
-over the final name, so a final name never holds a partial file."""
+"""Carrying out a plan: a bounded pool of transfer threads. Each file is streamed to a
+temporary sibling (transfer/copy.py), its mtime set, verified, made durable as
+`--durability` says (transfer/durability.py), and only then renamed over the final
+name, so a final name never holds a partial file."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, BinaryIO
 
+from volcano_pipelines.transfer.copy import Abandoned, SourceChanged, copy_stream, hash_file, hash_stream, new_digest
+from volcano_pipelines.transfer.copy import keep_freed_memory
 from volcano_pipelines.transfer.dest import (
     DENIED_ERRNOS,
     FULL_ERRNOS,
@@ -24,8 +26,8 @@ from volcano_pipelines.transfer.dest import (
     DirMaker,
     UnsafePath,
     classify_os_error,
-    write_all,
 )
+from volcano_pipelines.transfer.durability import DEFAULT_DURABILITY, Committer, syncfs_honoured
 from volcano_pipelines.transfer.plan import (
     IN_THE_WAY,
     Action,
@@ -48,16 +50,15 @@ DEFAULT_TRANSFERS = 32
 MAX_ATTEMPTS = 8
 
 
-class SourceChanged(Exception):
-    pass
+__all__ = ["Abandoned", "DEFAULT_TRANSFERS", "Executor", "Options", "Outcome", "Result", "SourceChanged"]
+# Parallel range reads of one large file (rclone's --multi-thread-streams is 4 too).
+DEFAULT_STREAMS = 4
+# file / batch: a large file's data is pushed to disk while it is copied (docs/sync.md).
+EARLY_FLUSH = 64 << 20
 
 
 class VerifyFailed(Exception):
     pass
-
-
-class Abandoned(Exception):
-    """A second Ctrl-C: the copy in flight stops between chunks (its temporary file goes)."""
 
 
 class Result(str, Enum):
@@ -94,36 +95,9 @@ class Options:
     chunk_size: int = CHUNK_SIZE
     max_attempts: int = MAX_ATTEMPTS
     retry_delay: float = 0.5
-
-
-def _hash_stream(stream: BinaryIO, chunk: int) -> tuple[str, int]:
-    h = _new_digest()
-    n = 0
-    while True:
-        buf = stream.read(chunk)
-        if not buf:
-            return h.hexdigest(), n
-        h.update(buf)
-        n += len(buf)
-
-
-def _new_digest() -> Any:
-    import hashlib  # only with --checksum: OpenSSL's import is a few ms of every start
-
-    return hashlib.sha256()
-
-
-def _hash_file(path: str, chunk: int) -> str:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        # Read what the file system has, not our own dirty pages.
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        with os.fdopen(fd, "rb", buffering=0) as f:
-            fd = -1
-            return _hash_stream(f, chunk)[0]
-    finally:
-        if fd >= 0:
-            os.close(fd)
+    durability: str = DEFAULT_DURABILITY  # "file" | "batch" | "none" (transfer/durability.py)
+    streams: int = DEFAULT_STREAMS  # ranges of one large file read in parallel
+    flush_every: int = EARLY_FLUSH  # file / batch: fdatasync a large file every so many bytes
 
 
 class Executor:
@@ -151,10 +125,12 @@ class Executor:
         # for as long as any temporary file is being written.
         self.interrupted = threading.Event()
         self.abandon = threading.Event()
-        self._futures: list[Future[Outcome]] = []
+        self._futures: list[Future[Outcome | Future[Outcome]]] = []
         self._renamed_dirs: set[str] = set()
         self._unchecked: dict[str, Entry] = {}
         self._lock = threading.Lock()
+        self._committer: Committer | None = None
+        self._ranges: ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ whole plan
 
@@ -197,19 +173,35 @@ class Executor:
                 runnable.append(item)
         runnable = transfer_order(runnable)
         workers = max(1, min(self.opts.transfers, len(runnable) or 1))
-        with _sigint_calls(self.interrupt), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync") as pool:
-            done = self._map(pool, runnable)
-            for _ in range(self.opts.max_attempts):
-                redo = self._recheck(runnable)
-                if not redo:
-                    break
-                by_path = {item.path: item for item in redo}
-                again = self._map(pool, redo)
-                done = [o for o in done if o.path not in by_path] + [
-                    Outcome(o.path, o.result, o.bytes, o.error, o.attempts + 1) for o in again
-                ]
+        if self.opts.durability == "batch" and runnable:
+            self._committer = Committer(syncfs_honoured(self.root), self._commit_failed, self._renamed, self._report)
+        if any(item.size > self.opts.chunk_size for item in runnable):
+            keep_freed_memory()
+            if self.opts.streams > 1:
+                self._ranges = ThreadPoolExecutor(workers * (self.opts.streams - 1), thread_name_prefix="sync-range")
+        # The committer and the range readers stop inside the SIGINT guard too: until
+        # they have, temporary files are still being written or renamed.
+        with _sigint_calls(self.interrupt):
+            try:
+                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync") as pool:
+                    done = self._map(pool, runnable)
+                    for _ in range(self.opts.max_attempts):
+                        redo = self._recheck(runnable)
+                        if not redo:
+                            break
+                        by_path = {item.path: item for item in redo}
+                        again = self._map(pool, redo)
+                        done = [o for o in done if o.path not in by_path] + [
+                            Outcome(o.path, o.result, o.bytes, o.error, o.attempts + 1) for o in again
+                        ]
+            finally:
+                if self._committer is not None:
+                    self._committer.close()  # every handed-over file renamed or removed
+                if self._ranges is not None:
+                    self._ranges.shutdown(wait=True)
         outcomes.extend(done)
-        self._sync_dirs()
+        if self.opts.durability != "none":
+            self._sync_dirs()
         if not self.stop.is_set() and not self.interrupted.is_set():
             for item in deletes:
                 if item not in conflicts:
@@ -226,7 +218,9 @@ class Executor:
         out: list[Outcome] = []
         for item, future in zip(items, futures, strict=True):
             try:
-                out.append(future.result())
+                outcome = future.result()
+                # batch: the file is renamed once its flush pass is done
+                out.append(outcome.result() if isinstance(outcome, Future) else outcome)
             except CancelledError:
                 out.append(Outcome(item.path, Result.INTERRUPTED))
         return out
@@ -251,13 +245,32 @@ class Executor:
 
     # ------------------------------------------------------------------ one file
 
-    def _transfer_guarded(self, item: PlanItem) -> Outcome:
+    def _transfer_guarded(self, item: PlanItem) -> Outcome | Future[Outcome]:
         outcome = self._transfer_checked(item)
-        if self.done is not None and outcome.result != Result.INTERRUPTED:
-            self.done(outcome.path, outcome.result)
+        if not isinstance(outcome, Future):  # a handed-over file is reported by the committer
+            self._report(outcome)
         return outcome
 
-    def _transfer_checked(self, item: PlanItem) -> Outcome:
+    def _report(self, outcome: Outcome) -> None:
+        if self.done is not None and outcome.result != Result.INTERRUPTED:
+            self.done(outcome.path, outcome.result)
+
+    def _renamed(self, parent: str) -> None:
+        with self._lock:
+            self._renamed_dirs.add(parent)
+
+    def _commit_failed(self, outcome: Outcome, err: OSError) -> Outcome:
+        """The committer could not flush or rename a file: the file failed; a full or
+        refusing destination stops the run, as it does for a transfer."""
+        mapped = classify_os_error(err, f"writing {outcome.path}")
+        if mapped is not err:
+            with self._lock:
+                if self.fatal is None:
+                    self.fatal = mapped
+            self.stop.set()
+        return Outcome(outcome.path, Result.FAILED, error=f"destination error: {mapped}", attempts=outcome.attempts)
+
+    def _transfer_checked(self, item: PlanItem) -> Outcome | Future[Outcome]:
         if self.stop.is_set():
             return Outcome(item.path, Result.FAILED, error=f"not attempted: {self.fatal}")
         if self.interrupted.is_set():
@@ -275,7 +288,7 @@ class Executor:
         except Exception as err:  # noqa: BLE001 - reported per file
             return Outcome(item.path, Result.FAILED, error=short_error(err))
 
-    def _transfer(self, item: PlanItem) -> Outcome:
+    def _transfer(self, item: PlanItem) -> Outcome | Future[Outcome]:
         expected = Entry(item.path, item.size, item.mtime_ms)
         final = os.path.join(self.root, item.path)
         if item.action is Action.COMPARE:
@@ -293,8 +306,7 @@ class Executor:
                 # Whatever went wrong, copy what the source holds now, and check against it.
                 expected = self.source.stat(item.path)
             try:
-                written = self._copy_once(expected, final)
-                return Outcome(item.path, Result.COPIED, bytes=written, attempts=attempt)
+                return self._copy_once(expected, final, attempt)
             except SourceChanged as err:
                 last_error = f"source changed during copy: {err}"
                 log.warning("%s: %s (attempt %d/%d)", item.path, last_error, attempt, self.opts.max_attempts)
@@ -321,55 +333,40 @@ class Executor:
 
     def _same_content(self, rel: str, final: str) -> bool:
         try:
-            have = _hash_file(final, self.opts.chunk_size)
+            have = hash_file(final, self.opts.chunk_size)
         except OSError:
             return False
         with self.source.open(rel) as stream:
-            want, _ = _hash_stream(stream, self.opts.chunk_size)
+            want, _ = hash_stream(stream, self.opts.chunk_size)
         return have == want
 
-    def _copy_once(self, expected: Entry, final: str) -> int:
+    def _copy_once(self, expected: Entry, final: str, attempt: int) -> Outcome | Future[Outcome]:
         parent, base = os.path.split(final)
         tmp = os.path.join(parent, temp_name(base, os.urandom(8).hex()))
-        digest = _new_digest() if self.opts.checksum else None
+        digest = new_digest() if self.opts.checksum else None
         fd = -1
-        renamed = False
+        handed = False  # renamed, or handed to the committer (which renames or removes it)
         try:
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             except OSError as err:
                 err._vpipe_dest = True  # type: ignore[attr-defined]
                 raise
-            written = 0
-            reads = 0
             with self.source.open(expected.path) as stream:
-                while True:
-                    buf = stream.read(self.opts.chunk_size)
-                    if not buf:
-                        break
-                    reads += 1
-                    if digest is not None:
-                        digest.update(buf)
-                    try:
-                        write_all(fd, buf)
-                    except OSError as err:
-                        err._vpipe_dest = True  # type: ignore[attr-defined]
-                        raise
-                    written += len(buf)
-                    self.progress(expected.path, len(buf))
-                    if self.abandon.is_set():
-                        raise Abandoned()
-                    if written > expected.size:
-                        raise SourceChanged(f"more than the listed {expected.size} bytes")
-            if written != expected.size:
-                raise SourceChanged(f"read {written} bytes, listed size {expected.size}")
+                written, reads = copy_stream(
+                    stream, fd, expected.size, chunk_size=self.opts.chunk_size, streams=self.opts.streams,
+                    pool=self._ranges, on_bytes=lambda n: self.progress(expected.path, n), abandon=self.abandon,
+                    digest=digest, flush_every=self.opts.flush_every if self.opts.durability != "none" else 0,
+                )
             try:
                 mtime_ns = expected.mtime_ms * 1_000_000
                 os.utime(fd, ns=(mtime_ns, mtime_ns))
-                os.fsync(fd)
+                if self.opts.durability == "file":
+                    os.fsync(fd)
                 size = os.fstat(fd).st_size
-                os.close(fd)
-                fd = -1
+                if self._committer is None:
+                    os.close(fd)
+                    fd = -1
             except OSError as err:
                 err._vpipe_dest = True  # type: ignore[attr-defined]
                 raise
@@ -386,18 +383,22 @@ class Executor:
                 with self._lock:
                     self._unchecked[expected.path] = expected
             if digest is not None:
-                have = _hash_file(tmp, self.opts.chunk_size)
+                have = hash_file(tmp, self.opts.chunk_size)
                 if have != digest.hexdigest():
                     raise VerifyFailed(f"sha256 of written file {have} != source {digest.hexdigest()}")
+            outcome = Outcome(expected.path, Result.COPIED, bytes=written, attempts=attempt)
+            if self._committer is not None:
+                handed = True
+                fd, handing = -1, fd
+                return self._committer.submit(handing, tmp, final, outcome)
             try:
                 os.replace(tmp, final)
-                renamed = True
+                handed = True
             except OSError as err:
                 err._vpipe_dest = True  # type: ignore[attr-defined]
                 raise
-            with self._lock:
-                self._renamed_dirs.add(parent)
-            return written
+            self._renamed(parent)
+            return outcome
         finally:
             if fd >= 0:
                 try:
@@ -406,7 +407,7 @@ class Executor:
                     pass
             # After the rename there is nothing to remove (and an unlink would cost a
             # FUSE lookup per file).
-            if not renamed:
+            if not handed:
                 try:
                     os.unlink(tmp)
                 except FileNotFoundError:

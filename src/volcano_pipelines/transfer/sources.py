@@ -9,7 +9,7 @@ import os
 import socket
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol, TypeVar, cast
 
@@ -143,6 +143,7 @@ class LocalSource:
     def __init__(self, root: str) -> None:
         self.root = root
         self.description = f"file://{root}"
+        self._single_file: bool | None = None  # the root names a file (known after the first look)
 
     def _abs(self, rel: str) -> str:
         return self.root if rel == "" else os.path.join(self.root, rel)
@@ -152,7 +153,8 @@ class LocalSource:
             st = os.stat(self.root)
         except FileNotFoundError as err:
             raise SourceMissing(self.root) from err
-        if stat.S_ISREG(st.st_mode):
+        self._single_file = stat.S_ISREG(st.st_mode)
+        if self._single_file:
             return [Entry(os.path.basename(self.root), st.st_size, st.st_mtime_ns // 1_000_000)], []
         files: list[Entry] = []
         refused: list[tuple[str, str]] = []
@@ -174,7 +176,9 @@ class LocalSource:
         return files, refused
 
     def _single(self) -> bool:
-        return os.path.isfile(self.root)
+        if self._single_file is None:
+            self._single_file = os.path.isfile(self.root)
+        return self._single_file
 
     def stat(self, rel: str) -> Entry:
         path = self.root if self._single() else self._abs(rel)
@@ -194,13 +198,19 @@ class LocalSource:
 
 
 class _HdfsReader:
-    """File-like wrapper over hdfs_native.FileReader."""
+    """hdfs_native.FileReader; large files go through `range_stream` (transfer/copy.py)."""
 
     def __init__(self, reader: Any) -> None:
         self._r = reader
 
     def read(self, n: int = -1) -> bytes:
         return cast(bytes, self._r.read(n))
+
+    def length(self) -> int:
+        return len(self._r)
+
+    def range_stream(self, offset: int, length: int) -> Iterator[bytes]:
+        return self._r.read_range_stream(offset, length)  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self._r.close()

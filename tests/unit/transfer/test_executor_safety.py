@@ -8,10 +8,13 @@ made by hand in a copy of the code, and these tests fail on it.
 - a source file that changes while it is being copied is copied again (both the
   stat-after-copy path and the one-read path with the re-listing).
 
-All on local directories. The durability order is watched through a spy on os.fsync /
-os.replace that records which file each call touched (from /proc/self/fd) and then makes
-the real call; tests/integration/test_sync_durability.py proves the same order with strace
-on a GlusterFS mount."""
+All on local directories. The durability order is watched through a spy on os.utime (of a
+descriptor: the last change to a temporary file), os.fsync, syncfs and os.replace that
+records which file each call touched (from /proc/self/fd) and then makes the real call; it
+runs for each --durability mode that promises anything (`batch` both ways: one syncfs on
+this local file system, and the parallel fsync pass used where syncfs is not honoured);
+tests/integration/test_sync_durability.py proves the same order with strace on a
+GlusterFS mount."""
 
 from __future__ import annotations
 
@@ -27,6 +30,8 @@ from tests.helpers.trees import write_tree as _tree
 from tests.storage.trees import read_tree, temp_files
 from volcano_pipelines.cli import main
 from volcano_pipelines.steps._sync import sync
+from volcano_pipelines.transfer import durability
+from volcano_pipelines.transfer import executor as executor_mod
 from volcano_pipelines.transfer.executor import Executor, Options
 from volcano_pipelines.transfer.plan import RESERVED_DIR, Action, Entry, build_plan, is_temp_name
 from volcano_pipelines.transfer.progress import Progress
@@ -78,20 +83,33 @@ def test_cli_sync_delete_keeps_the_destination_copy_of_a_source_symlink_and_a_ho
 
 @dataclass(frozen=True)
 class Call:
-    op: str  # "fsync" | "rename"
-    path: str  # fsync: the file or directory the descriptor refers to; rename: the source
+    op: str  # "utime" | "fsync" | "syncfs" | "rename"
+    path: str  # utime, fsync, syncfs: the file or directory the descriptor refers to; rename: the source
     target: str = ""  # rename: the new name
     is_dir: bool = False
 
 
 class SyscallLog:
-    """Records os.fsync and os.replace calls (in call order, from every thread) and makes
-    the real calls: fsync only on success, a rename only once it has happened."""
+    """Records os.utime (of a descriptor), os.fsync, syncfs and os.replace calls (in call
+    order, from every thread) and makes the real calls: each is recorded once it has
+    happened."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: list[Call] = []
         self._lock = threading.Lock()
-        real_fsync, real_replace = os.fsync, os.replace
+        real_fsync, real_replace, real_utime, real_syncfs = os.fsync, os.replace, os.utime, durability.syncfs
+
+        def utime(target: object, *args: object, **kwargs: object) -> None:
+            real_utime(target, *args, **kwargs)  # type: ignore[arg-type]
+            if isinstance(target, int):
+                with self._lock:
+                    self.calls.append(Call("utime", os.readlink(f"/proc/self/fd/{target}")))
+
+        def syncfs(fd: int) -> None:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            real_syncfs(fd)
+            with self._lock:
+                self.calls.append(Call("syncfs", path))
 
         def fsync(fd: int) -> None:
             path = os.readlink(f"/proc/self/fd/{fd}")
@@ -107,14 +125,22 @@ class SyscallLog:
 
         monkeypatch.setattr(os, "fsync", fsync)
         monkeypatch.setattr(os, "replace", replace)
+        monkeypatch.setattr(os, "utime", utime)
+        monkeypatch.setattr(durability, "syncfs", syncfs)
 
 
 def assert_durable_order(calls: list[Call], root: Path, finals: set[str]) -> None:
     """Every final name in `finals` (relative to root) was given by a rename of a
-    temporary sibling whose data had been fsynced before the rename; each directory that
-    received such renames was fsynced after the last of them."""
+    temporary sibling whose data had been flushed - an fsync of it, or a syncfs of its
+    file system - after its last change (the utime of its descriptor) and before the
+    rename; each directory that received such renames was fsynced after the last of them."""
     renames = {c.target: (i, c) for i, c in enumerate(calls) if c.op == "rename"}
-    fsynced_files = {c.path: i for i, c in enumerate(calls) if c.op == "fsync" and not c.is_dir}
+    changed = {c.path: i for i, c in enumerate(calls) if c.op == "utime"}
+    syncfs_at = [i for i, c in enumerate(calls) if c.op == "syncfs"]
+    fsynced_files: dict[str, int] = {}
+    for i, c in enumerate(calls):
+        if c.op == "fsync" and not c.is_dir and i > changed.get(c.path, -1):
+            fsynced_files.setdefault(c.path, i)
     last_rename_into: dict[str, int] = {}
     for rel in sorted(finals):
         final = str(root / rel)
@@ -122,8 +148,11 @@ def assert_durable_order(calls: list[Call], root: Path, finals: set[str]) -> Non
         index, call = renames[final]
         assert os.path.dirname(call.path) == os.path.dirname(final), f"{rel}: renamed from another directory"
         assert is_temp_name(os.path.basename(call.path)), f"{rel}: renamed from {call.path}, not a temporary file"
-        assert call.path in fsynced_files, f"{rel}: its temporary file {call.path} was never fsynced"
-        assert fsynced_files[call.path] < index, f"{rel}: fsynced only after the rename"
+        if any(changed.get(call.path, -1) < i < index for i in syncfs_at):
+            pass  # flushed with its whole file system
+        else:
+            assert call.path in fsynced_files, f"{rel}: its temporary file {call.path} was never fsynced"
+            assert fsynced_files[call.path] < index, f"{rel}: fsynced only after the rename"
         parent = os.path.dirname(final)
         last_rename_into[parent] = max(last_rename_into.get(parent, -1), index)
     for directory, last in sorted(last_rename_into.items()):
@@ -136,22 +165,55 @@ def syscalls(monkeypatch: pytest.MonkeyPatch) -> SyscallLog:
     return SyscallLog(monkeypatch)
 
 
+# (durability, whether the destination's file system may use syncfs)
+PROMISING_MODES = [("file", True), ("batch", True), ("batch", False)]
+
+
+@pytest.fixture(params=PROMISING_MODES, ids=["file", "batch-syncfs", "batch-fsync-pass"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    name, may_syncfs = request.param
+    if not may_syncfs:
+        monkeypatch.setattr(executor_mod, "syncfs_honoured", lambda path: False)
+    return name  # type: ignore[no-any-return]
+
+
 def _data_files(root: Path) -> set[str]:
     return {rel for rel in read_tree(root) if not rel.startswith(RESERVED_DIR + "/")}
 
 
-def test_every_file_is_fsynced_before_its_rename_and_every_directory_after(tmp_path: Path, syscalls: SyscallLog) -> None:
+def test_every_file_is_fsynced_before_its_rename_and_every_directory_after(tmp_path: Path, syscalls: SyscallLog, mode: str) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
     files = {"top.txt": b"t", "a/one": b"1" * 100, "a/b/two": b"2" * 5000, "c/big": os.urandom(3 << 20)}
+    files.update({f"many/f{i:03d}": os.urandom(100) for i in range(60)})  # more files than transfers
     _tree(src, files)
 
-    result = sync(str(src), str(dst), transfers=4, chunk_mib=1)  # c/big: several reads
+    result = sync(str(src), str(dst), transfers=4, chunk_mib=1, durability=mode)  # c/big: several reads
 
-    assert (result.copied, result.retried, result.failed) == (4, 0, 0) and read_tree(dst) == files
+    assert (result.copied, result.retried, result.failed) == (len(files), 0, 0) and read_tree(dst) == files
     assert_durable_order(syscalls.calls, dst, _data_files(dst))
+    flushes = [c for c in syscalls.calls if c.op in ("fsync", "syncfs") and not c.is_dir]
+    if mode == "file" or not executor_mod.syncfs_honoured(str(dst)):
+        assert all(c.op == "fsync" for c in flushes) and len(flushes) >= len(files)
+    else:  # batch on a local file system: whole batches flushed by syncfs, far fewer calls than files
+        assert flushes and all(c.op == "syncfs" for c in flushes) and len(flushes) < len(files)
 
 
-def test_durable_order_holds_for_replaced_files_and_with_checksum(tmp_path: Path, syscalls: SyscallLog) -> None:
+def test_durability_none_renames_whole_files_and_forces_nothing(tmp_path: Path, syscalls: SyscallLog) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    files = {"top.txt": b"t", "a/b/two": b"2" * 5000, "c/big": os.urandom(3 << 20)}
+    _tree(src, files)
+
+    result = sync(str(src), str(dst), transfers=4, chunk_mib=1, durability="none")
+
+    assert (result.copied, result.failed) == (3, 0) and read_tree(dst) == files and temp_files(dst) == []
+    renames = {c.target: c for c in syscalls.calls if c.op == "rename"}
+    for rel in files:  # still atomic: each name appears by a rename of a whole temporary file
+        assert is_temp_name(os.path.basename(renames[str(dst / rel)].path))
+    data_flushes = [c for c in syscalls.calls if c.op in ("fsync", "syncfs") and RESERVED_DIR not in c.path]
+    assert data_flushes == []
+
+
+def test_durable_order_holds_for_replaced_files_and_with_checksum(tmp_path: Path, syscalls: SyscallLog, mode: str) -> None:
     """A re-sync that replaces existing names (a changed size, a same-size content change
     found by --checksum) keeps the order: the new data is fsynced before it replaces the
     old file."""
@@ -161,7 +223,7 @@ def test_durable_order_holds_for_replaced_files_and_with_checksum(tmp_path: Path
     _tree(src, {"d/grow": b"longer now", "d/same": b"BBBB"})
     syscalls.calls.clear()
 
-    result = sync(str(src), str(dst), checksum=True)
+    result = sync(str(src), str(dst), checksum=True, durability=mode)
 
     assert result.copied == 2 and read_tree(dst) == read_tree(src)
     assert_durable_order(syscalls.calls, dst, {"d/grow", "d/same"})
@@ -176,6 +238,13 @@ def test_the_order_check_itself_catches_a_missing_fsync(tmp_path: Path) -> None:
     good = [Call("fsync", tmp), Call("rename", tmp, final), Call("fsync", str(root / "d"), is_dir=True)]
     assert_durable_order(good, root, {"d/f"})
     for broken in (good[1:], good[:2], [good[1], good[0], good[2]], [good[0], good[2], good[1]]):
+        with pytest.raises(AssertionError):
+            assert_durable_order(broken, root, {"d/f"})
+    # A syncfs counts only after the file's last change and before its rename.
+    changed = Call("utime", tmp)
+    assert_durable_order([changed, Call("syncfs", str(root)), good[1], good[2]], root, {"d/f"})
+    for broken in ([Call("syncfs", str(root)), changed, good[1], good[2]], [changed, good[1], Call("syncfs", str(root)), good[2]],
+                   [good[0], changed, good[1], good[2]]):
         with pytest.raises(AssertionError):
             assert_durable_order(broken, root, {"d/f"})
 

@@ -435,3 +435,12 @@ def test_progress_off_a_terminal_ends_with_what_was_done(tmp_path: Path, capsys:
     progress = [line for line in err.splitlines() if " sync: " in line]
     assert len(progress) == 1 and "sync: 100.0% files 3/3 0.0/0.0 MB" in progress[0]
     assert " 0.0% " not in err
+
+
+def test_sync_help_prints_every_flag_with_its_default(capsys: pytest.CaptureFixture[str]) -> None:
+    # argparse %-formats help texts: a bare "%" (the 50% default) once made --help raise.
+    with pytest.raises(SystemExit) as exited:
+        main(["sync", "--help"])
+    assert exited.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default 50%)" in out and "--max-delete N|P%" in out

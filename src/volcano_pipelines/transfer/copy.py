@@ -1,0 +1,298 @@
+"""Moving one file's bytes from a source stream into a destination descriptor, with as
+few copies and calls as Python allows:
+
+- a source that streams ranges (HDFS: hdfs-native's `read_range_stream`, one `bytes`
+  per 64 KiB packet) is written with `pwritev`, many packets per call: no buffer is
+  joined, and the 8 MiB `read()` of hdfs-native (which assembles the packets into one
+  buffer and copies it twice more on its way to Python) is not used;
+- a large file is read as several ranges in parallel (like rclone's multi-thread
+  streams), each written at its own offset;
+- a source with `readinto` (a local file) is read into one reused buffer;
+- anything else (fsspec) is read in `chunk_size` pieces.
+
+Write errors are marked (`err._vpipe_dest`) so the executor can tell them from source
+errors."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, BinaryIO
+
+__all__ = ["Abandoned", "SourceChanged", "copy_stream", "keep_freed_memory", "hash_file", "hash_stream", "new_digest", "plan_ranges"]
+
+# A range read in parallel is at least this long: below it the extra stream's set-up (a
+# DataNode connection, a thread) costs more than it overlaps.
+MIN_RANGE = 32 << 20
+
+
+class SourceChanged(Exception):
+    pass
+
+
+class Abandoned(Exception):
+    """A second Ctrl-C: the copy in flight stops between writes (its temporary file goes)."""
+
+
+OnBytes = Callable[[int], None]
+
+
+def keep_freed_memory() -> None:
+    """Large copies allocate and free a 64 KiB buffer per packet (hdfs-native, then
+    Python) from many threads; glibc hands freed memory at the top of each thread's arena
+    back to the kernel, and the next packet faults fresh zeroed pages in again (about a
+    tenth of the process's CPU in a perf profile of 8 x 128 MiB). Keep up to 256 MiB
+    instead. glibc only; elsewhere nothing happens."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_top_pad = -1, -2
+    mallopt(m_trim_threshold, 256 << 20)
+    mallopt(m_top_pad, 64 << 20)
+
+
+def plan_ranges(size: int, streams: int, min_range: int | None = None) -> list[tuple[int, int]]:
+    """(offset, length) of the ranges a file of `size` bytes is read in: one, or up to
+    `streams` of at least `min_range` bytes (default MIN_RANGE), covering the file exactly."""
+    if size <= 0:
+        return [(0, 0)]
+    count = max(1, min(streams, size // (min_range or MIN_RANGE)))
+    step = -(-size // count)
+    return [(off, min(step, size - off)) for off in range(0, size, step)]
+
+
+def _dest(err: OSError) -> OSError:
+    err._vpipe_dest = True  # type: ignore[attr-defined]
+    return err
+
+
+def _pwrite_all(fd: int, bufs: list[Any], offset: int) -> None:
+    """pwritev until every byte of `bufs` is at `offset` onwards (a write may be short)."""
+    total = sum(len(b) for b in bufs)
+    try:
+        done = os.pwritev(fd, bufs, offset)
+        if done == total:
+            return
+        # Short write: finish the rest buffer by buffer (rare; FUSE writes whole).
+        view = memoryview(b"".join(bufs))[done:]
+        pos = offset + done
+        while view:
+            n = os.pwrite(fd, view, pos)
+            view, pos = view[n:], pos + n
+    except OSError as err:
+        raise _dest(err) from None
+
+
+def _write_ranges(
+    fd: int,
+    packets: Iterable[bytes],
+    offset: int,
+    length: int,
+    group: int,
+    on_bytes: OnBytes,
+    abandon: threading.Event,
+    halt: threading.Event,
+    digest: Any | None,
+) -> int:
+    """Write one range's packets at `offset`, `group` bytes per pwritev. Returns bytes.
+    `halt`: another range of the same file failed, stop."""
+    bufs: list[bytes] = []
+    pending = 0
+    pos = offset
+    written = 0
+    for packet in packets:
+        if digest is not None:
+            digest.update(packet)
+        bufs.append(packet)
+        pending += len(packet)
+        if pending >= group:
+            _pwrite_all(fd, bufs, pos)
+            pos += pending
+            written += pending
+            on_bytes(pending)
+            bufs, pending = [], 0
+            if abandon.is_set():
+                raise Abandoned()
+            if halt.is_set():
+                raise SourceChanged("stopped: another range of the file failed")
+            if written > length:
+                raise SourceChanged(f"more than the {length} bytes asked for")
+    if bufs:
+        _pwrite_all(fd, bufs, pos)
+        written += pending
+        on_bytes(pending)
+    return written
+
+
+def copy_stream(
+    stream: Any,
+    fd: int,
+    size: int,
+    *,
+    chunk_size: int,
+    streams: int,
+    pool: ThreadPoolExecutor | None,
+    on_bytes: OnBytes,
+    abandon: threading.Event,
+    digest: Any | None = None,
+    flush_every: int = 0,
+) -> tuple[int, int]:
+    """Copy the listed `size` bytes of `stream` into `fd` (a new, empty file). Returns
+    (bytes written, reads): more than one read means the file was not read in one piece.
+    `flush_every` > 0: fdatasync each time that many more bytes were written, so the
+    destination writes them to disk while the copy goes on instead of all at the final
+    fsync. Raises SourceChanged when the source does not hold `size` bytes, Abandoned on
+    a second Ctrl-C, OSError (with `_vpipe_dest` set for write errors)."""
+    if flush_every and size > flush_every:
+        on_bytes = _flushing(fd, flush_every, on_bytes)
+    range_stream = getattr(stream, "range_stream", None)
+    if range_stream is not None and size > chunk_size:
+        have = stream.length()
+        if have != size:
+            raise SourceChanged(f"source holds {have} bytes, listed size {size}")
+        # The digest needs the bytes in order: one stream then.
+        ranges = plan_ranges(size, 1 if digest is not None or pool is None else streams)
+        jobs: list[Future[int]] = []
+        halt = threading.Event()
+        try:
+            for off, length in ranges[1:]:
+                assert pool is not None
+                jobs.append(pool.submit(_write_ranges, fd, range_stream(off, length), off, length, chunk_size,
+                                        on_bytes, abandon, halt, None))
+            off, length = ranges[0]
+            written = _write_ranges(fd, range_stream(off, length), off, length, chunk_size, on_bytes, abandon,
+                                    halt, digest)
+        except BaseException:
+            halt.set()
+            raise
+        finally:
+            # Every range has stopped before the caller closes or removes the file.
+            results = [_outcome(job) for job in jobs]
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+            written += result
+        if written != size:
+            raise SourceChanged(f"read {written} bytes, listed size {size}")
+        return written, len(ranges) + 1
+    return _copy_sequential(stream, fd, size, chunk_size, on_bytes, abandon, digest)
+
+
+def _flushing(fd: int, every: int, inner: OnBytes) -> OnBytes:
+    """`inner`, plus an fdatasync of `fd` after every `every` bytes (by whichever range
+    thread crossed the mark)."""
+    lock = threading.Lock()
+    since = [0]
+
+    def on_bytes(n: int) -> None:
+        inner(n)
+        with lock:
+            since[0] += n
+            due = since[0] >= every
+            if due:
+                since[0] = 0
+        if due:
+            try:
+                os.fdatasync(fd)
+            except OSError as err:
+                raise _dest(err) from None
+
+    return on_bytes
+
+
+def _outcome(job: Future[int]) -> int | BaseException:
+    try:
+        return job.result()
+    except BaseException as err:  # noqa: BLE001 - re-raised by the caller, first one wins
+        return err
+
+
+_buffers = threading.local()
+
+
+def _buffer(size: int) -> memoryview:
+    """This thread's read buffer, reused for every file it copies (grown when needed:
+    bytearray(n) writes n zero bytes)."""
+    buf = getattr(_buffers, "buf", None)
+    if buf is None or len(buf) < size:
+        buf = _buffers.buf = memoryview(bytearray(size))
+    return buf[:size]
+
+
+def _chunks(stream: Any, chunk_size: int, size: int) -> Iterator[memoryview | bytes]:
+    readinto = getattr(stream, "readinto", None)
+    if readinto is not None:
+        # A small file needs no chunk-sized buffer (one byte more than listed shows EOF or growth).
+        view = _buffer(min(chunk_size, max(size + 1, 64 << 10)))
+        while True:
+            n = readinto(view)
+            if not n:
+                return
+            yield view[:n]
+    else:
+        while True:
+            data = stream.read(chunk_size)
+            if not data:
+                return
+            yield data
+
+
+def _copy_sequential(
+    stream: Any, fd: int, size: int, chunk_size: int, on_bytes: OnBytes, abandon: threading.Event, digest: Any | None
+) -> tuple[int, int]:
+    written = 0
+    reads = 0
+    for data in _chunks(stream, chunk_size, size):
+        reads += 1
+        if digest is not None:
+            digest.update(data)
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as err:
+            raise _dest(err) from None
+        written += len(data)
+        on_bytes(len(data))
+        if abandon.is_set():
+            raise Abandoned()
+        if written > size:
+            raise SourceChanged(f"more than the listed {size} bytes")
+    if written != size:
+        raise SourceChanged(f"read {written} bytes, listed size {size}")
+    return written, reads
+
+
+def hash_stream(stream: BinaryIO, chunk: int) -> tuple[str, int]:
+    h = new_digest()
+    n = 0
+    while True:
+        buf = stream.read(chunk)
+        if not buf:
+            return h.hexdigest(), n
+        h.update(buf)
+        n += len(buf)
+
+
+def new_digest() -> Any:
+    import hashlib  # only with --checksum: OpenSSL's import is a few ms of every start
+
+    return hashlib.sha256()
+
+
+def hash_file(path: str, chunk: int) -> str:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        # Read what the file system has, not our own dirty pages.
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            fd = -1
+            return hash_stream(f, chunk)[0]
+    finally:
+        if fd >= 0:
+            os.close(fd)

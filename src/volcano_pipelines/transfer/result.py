@@ -1,0 +1,119 @@
+"""What a sync reports: `SyncResult` (counts, bytes, failures, the dry-run plan) and the
+errors that carry it (`SyncFailed`, `DeletionRefused`, `SyncInterrupted`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from volcano_pipelines.errors import InputError, VpipeError, WorkFailed
+from volcano_pipelines.transfer.plan import DeleteRefusal, display_path, utf8_path
+
+__all__ = ["EXIT_INTERRUPTED", "DeletionRefused", "SyncFailed", "SyncInterrupted", "SyncResult"]
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+
+@dataclass
+class SyncResult:
+    src: str
+    dst: str
+    dry_run: bool
+    copied: int = 0
+    skipped: int = 0
+    deleted: int = 0
+    cleaned: int = 0  # temporary files of interrupted runs removed
+    failed: int = 0
+    retried: int = 0  # files that needed more than one attempt (source changed, transient error)
+    interrupted: int = 0  # files not copied because of Ctrl-C (not started, or abandoned)
+    bytes_copied: int = 0
+    files_selected: int = 0
+    bytes_selected: int = 0
+    dest_dirs_read: int = 0  # destination directories listed with a readdir
+    dest_dirs_cached: int = 0  # ... and taken from the scan cache (mtime unchanged)
+    duration_s: float = 0.0
+    throughput_mb_s: float = 0.0
+    failures: list[dict[str, str]] = field(default_factory=list)
+    shard_manifests: list[str] = field(default_factory=list)
+    plan: list[dict[str, Any]] = field(default_factory=list)  # dry run only
+    error: str | None = None  # why the run stopped or failed (the error the caller sees)
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """For JSON: names that are not UTF-8 with those bytes as \\xNN (`utf8_path`)."""
+        out = asdict(self)
+        for row in out["failures"] + out["plan"]:
+            row["path"] = utf8_path(row["path"])
+        out["ok"] = self.ok
+        return out
+
+    def summary(self) -> str:
+        stopped = f", not copied (interrupted) {self.interrupted}" if self.interrupted else ""
+        return (
+            f"sync {self.src} -> {self.dst}: copied {self.copied}, skipped {self.skipped}, "
+            f"deleted {self.deleted}, failed {self.failed}{stopped}; {self.bytes_copied} bytes in "
+            f"{self.duration_s:.2f}s ({self.throughput_mb_s:.1f} MB/s)"
+        )
+
+
+class SyncFailed(WorkFailed):
+    """Some files could not be synced (or the destination refused): carries the result."""
+
+    def __init__(self, message: str, result: SyncResult, exit_code: int = WorkFailed.exit_code) -> None:
+        super().__init__(message)
+        self.result = result
+        self.exit_code = exit_code
+        result.error = message
+
+
+class DeletionRefused(InputError):
+    """`delete` would remove more of the destination than `max_delete` allows, or the
+    source selected no file at all: nothing was written or deleted. Carries the result
+    (with the plan on a dry run). The message names how to allow it; `describe` words it
+    for another front end (the CLI names its flags)."""
+
+    def __init__(self, refusal: DeleteRefusal, max_delete: str, root: str, src: str, result: SyncResult) -> None:
+        self.field, self.value, self.allowed = "max_delete", max_delete, "a limit this plan stays within"
+        self.refusal = refusal
+        self.root = display_path(root)
+        self.src = display_path(src)
+        self.result = result
+        # Not InputError's "invalid ..." message: the limit is valid, the plan is not.
+        VpipeError.__init__(self, self.describe("max_delete={!r}", "force_delete=True"))
+        result.error = str(self)
+
+    def describe(self, limit_form: str, force_form: str) -> str:
+        """The message, with `limit_form` (a format for a limit value) and `force_form`
+        saying how the caller allows more."""
+        r = self.refusal
+        if r.empty_source:
+            return (
+                f"refusing to delete all {r.deletes} file(s) of {self.root}: the source {self.src} selected "
+                "no file (an unmounted directory, an emptied path, or filters that match nothing?); "
+                f"to delete them anyway, pass {force_form}"
+            )
+        share = 100.0 * r.deletes / r.dest_files if r.dest_files else 100.0
+        return (
+            f"refusing to delete {r.deletes} of the {r.dest_files} file(s) in {self.root} ({share:.0f}%), more "
+            f"than {limit_form.format(self.value)} allows; to delete them, pass "
+            f"{limit_form.format(str(r.deletes))} (or 100%) or {force_form}"
+        )
+
+
+class SyncInterrupted(KeyboardInterrupt):
+    """Ctrl-C: the run stopped early (files in flight finished or were abandoned, no
+    deletes, no manifests); `.result` says what was done. A KeyboardInterrupt, so code
+    that handles Ctrl-C keeps working."""
+
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, result: SyncResult) -> None:
+        message = "interrupted"
+        if result.interrupted:
+            message += f": {result.interrupted} file(s) not copied; run the same command again to finish"
+        super().__init__(message)
+        self.result = result
+        result.error = message

