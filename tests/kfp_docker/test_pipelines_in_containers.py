@@ -141,6 +141,8 @@ def test_the_shipped_pipeline_runs_in_the_runtime_image(
     # sync ran in its container and really staged the dataset from HDFS.
     synced = _outputs(root, "sync")
     assert synced["copied"] == 2 and synced["failed"] == 0
+    staged = sorted(str(p.relative_to(volumes.data_dir)) for p in volumes.data_dir.rglob("*"))
+    assert "train/part-0.csv" in staged, staged
     assert (volumes.data_dir / "train" / "part-0.csv").read_bytes() == b"x,y\n1,2\n" * 100
     # train submitted the job from its container and waited for real pods to finish it.
     trained = _outputs(root, f"train-{kind}")
