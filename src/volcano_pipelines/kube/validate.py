@@ -108,7 +108,9 @@ def check_user_labels(field: str, labels: Mapping[str, str]) -> None:
 
     check_labels(field, labels)
     for key in labels:
-        if key == MANAGED_BY_LABEL or key.startswith(RUN_LABEL.split("/")[0] + "/"):
+        # Exactly the identity labels: other volcano-pipelines/ labels are the user's to give
+        # (volcano-pipelines/reap=true opts an object into the reap sweeper, manifests/sweeper).
+        if key in (MANAGED_BY_LABEL, RUN_LABEL, STEP_LABEL):
             fail(f"{field}[{key!r}]", f"{key}={labels[key]}", f"a label other than {MANAGED_BY_LABEL}, {RUN_LABEL} and "
                  f"{STEP_LABEL}, which volcano-pipelines sets itself (the run id comes from --run-id)")
 

@@ -48,8 +48,12 @@ def test_relative_paths_and_own_labels_are_still_honoured(capsys: pytest.Capture
     code, err = _run(capsys, "serve", "--name", "s", "--pvc", "logs", "--model-path", "export/mnist", "--smoke-payload",
                      '{"instances": [[1.0]]}', "--label", "team=ml", "--dry-run")
     assert code == 0, err
+    # The sweeper's opt-in label (manifests/sweeper) is the user's to give: only the identity labels are reserved.
     code, err = _run(capsys, "tensorboard", "--name", "tb", "--log-pvc", "logs", "--logdir", "runs/a", "--ttl", "86400",
-                     "--dry-run")
+                     "--label", "volcano-pipelines/reap=true", "--dry-run")
+    assert code == 0, err
+    code, err = _run(capsys, "render", "tf", "--name", "m", "--code-url", "http://x/", "--label",
+                     "volcano-pipelines/reap=true", "--pod-label", "volcano-pipelines/reap=true")
     assert code == 0, err
 
 
