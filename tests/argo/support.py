@@ -4,10 +4,7 @@ the CPU and memory of a step's process seen from the host."""
 
 from __future__ import annotations
 
-import functools
-import http.server
 import os
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client
 
-from tests.integration.test_rbac import Access, audited
+from tests.helpers.http_server import serve
+from tests.integration.test_rbac import Access, audited, delete_cluster_scoped  # noqa: F401 - the Argo tests clean up with it
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
@@ -70,29 +67,11 @@ def apply_objects(api: Any, namespace: str, objects: list[dict[str, Any]]) -> No
             resource.create(body=obj)
 
 
-def delete_cluster_scoped(api: Any, objects: list[dict[str, Any]]) -> None:
-    rbac = client.RbacAuthorizationV1Api(api)
-    for obj in objects:
-        if obj["kind"] == "ClusterRole":
-            rbac.delete_cluster_role(obj["metadata"]["name"])
-        elif obj["kind"] == "ClusterRoleBinding":
-            rbac.delete_cluster_role_binding(obj["metadata"]["name"])
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @contextmanager
 def code_server(gateway_ip: str, root: Path) -> Iterator[str]:
     """`root` over HTTP on the bridge's gateway address (what pods reach)."""
-    server = http.server.ThreadingHTTPServer((gateway_ip, 0), functools.partial(_Quiet, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://{gateway_ip}:{server.server_address[1]}"
-    finally:
-        server.shutdown()
+    with serve(root, host=gateway_ip) as server:
+        yield server.base
 
 
 def tiny_code(root: Path) -> Path:

@@ -110,12 +110,17 @@ def installed(cluster: Any, namespace: str, objects: list[dict[str, Any]]) -> It
     try:
         yield objects
     finally:
-        rbac = client.RbacAuthorizationV1Api(api)
-        for obj in objects:
-            if obj["kind"] == "ClusterRole":
-                rbac.delete_cluster_role(obj["metadata"]["name"])
-            elif obj["kind"] == "ClusterRoleBinding":
-                rbac.delete_cluster_role_binding(obj["metadata"]["name"])
+        delete_cluster_scoped(api, objects)
+
+
+def delete_cluster_scoped(api: client.ApiClient, objects: list[dict[str, Any]]) -> None:
+    """The ClusterRoles and ClusterRoleBindings among `objects` (namespaced ones go with the test's namespace)."""
+    rbac = client.RbacAuthorizationV1Api(api)
+    for obj in objects:
+        if obj["kind"] == "ClusterRole":
+            rbac.delete_cluster_role(obj["metadata"]["name"])
+        elif obj["kind"] == "ClusterRoleBinding":
+            rbac.delete_cluster_role_binding(obj["metadata"]["name"])
 
 
 def audited(audit_log: Path, user: str) -> dict[Access, set[str]]:

@@ -293,6 +293,17 @@ def _result(
 
 
 @contextmanager
+def _stop_signals_handled_by(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """SIGTERM and SIGINT go to `handler` until the block ends; the previous handlers come back."""
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextmanager
 def _hurry_on_signal(session: JobSession, progress: Progress, enabled: bool) -> Iterator[None]:
     """While a cancelled step stops its job: a second SIGINT / SIGTERM kills the tasks now
     instead of waiting out their grace period, where the backend stops tasks itself (local)."""
@@ -307,12 +318,8 @@ def _hurry_on_signal(session: JobSession, progress: Progress, enabled: bool) -> 
         hurry()
         progress.note(f"{signal.Signals(signum).name} again: killing the job's tasks now")
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with _stop_signals_handled_by(handler):
         yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 @contextmanager
@@ -326,9 +333,5 @@ def _stop_signals(enabled: bool) -> Iterator[None]:
     def handler(signum: int, _frame: object) -> None:
         raise Cancelled(f"cancelled by {signal.Signals(signum).name}")
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with _stop_signals_handled_by(handler):
         yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
