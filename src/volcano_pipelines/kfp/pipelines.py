@@ -141,6 +141,11 @@ def _train_inputs(train: str, after: tuple[str, ...]) -> tuple[Input, ...]:
         Input("sync_checksum", (("sync", "checksum"),), "compare and verify by content hash, not size + mtime"),
         Input("sync_transfers", (("sync", "transfers"),), "parallel file transfers"),
         Input("hdfs_user", (("sync", "user"),), "HDFS simple-auth user (empty: $HADOOP_USER_NAME or the pod's user)"),
+        Input("kerberos_principal", (("sync", "kerberos_principal"),),
+              "Kerberos principal of the sync step (with kerberos_keytab; empty: no Kerberos)"),
+        Input("kerberos_keytab", (("sync", "kerberos_keytab"),),
+              f"keytab file in the sync step pod: {platform.KERBEROS_MOUNT}/<key> when the pipeline is compiled with "
+              "StepPod(kerberos_secret=...) (docs/kfp.md)"),
         Input("on_failure", (("finish_run", "on_failure"),)),
     )
 
@@ -207,6 +212,7 @@ def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_
         staged = built["sync"](dst=data_mount, **_feeding(inputs, values, "sync"))
         staged.set_display_name("sync dataset")
         platform.mount_data(staged, values["data_pvc"], data_mount)
+        platform.mount_sync_config(staged, step_pod)
         train = built[train_name](run_id=RUN_ID, **fixed, **_feeding(inputs, values, train_name))
         train.set_display_name(f"train ({kind})")
         train.after(staged)

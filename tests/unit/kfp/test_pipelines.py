@@ -198,3 +198,31 @@ def test_a_number_that_may_be_none_cannot_be_a_pipeline_parameter() -> None:
     # parameter without a default): such step arguments are compile-time options.
     with pytest.raises(TypeError, match="timeout"):
         pipelines.pipeline_parameter(pipelines.Input("timeout", (("train_tf", "timeout"),)))
+
+
+@pytest.mark.parametrize("kind", pipelines.KINDS)
+def test_kerberos_secret_and_hadoop_conf_reach_the_sync_step_pod_only(kind: str) -> None:
+    """Issue 21: Kerberos and HA HDFS from a pipeline: the keytab Secret and the Hadoop
+    configuration ConfigMap are volumes of the sync step pod (HADOOP_CONF_DIR points there),
+    and the principal and keytab path are run parameters wired to sync."""
+    from volcano_pipelines.kfp import platform as step_platform
+
+    pod = step_platform.StepPod(kerberos_secret="hdfs-keytab", hadoop_conf_config_map="hadoop-conf")
+    spec, platform_spec = _compiled(kind, step_pod=pod)
+    executors = platform_spec["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    sync = executors["exec-sync"]
+    assert sync["secretAsVolume"][0]["mountPath"] == step_platform.KERBEROS_MOUNT
+    assert sync["secretAsVolume"][0]["secretNameParameter"]["runtimeValue"]["constant"] == "hdfs-keytab"
+    assert sync["configMapAsVolume"][0]["mountPath"] == step_platform.HADOOP_CONF_MOUNT
+    assert sync["configMapAsVolume"][0]["configMapNameParameter"]["runtimeValue"]["constant"] == "hadoop-conf"
+    for name, executor in executors.items():
+        if name != "exec-sync":
+            assert "secretAsVolume" not in executor and "configMapAsVolume" not in executor, name
+    containers = {name: e["container"] for name, e in spec["deploymentSpec"]["executors"].items()}
+    assert {"name": "HADOOP_CONF_DIR", "value": step_platform.HADOOP_CONF_MOUNT} in containers["exec-sync"]["env"]
+    assert all("env" not in c for name, c in containers.items() if name != "exec-sync")
+    sync_task = _tasks(spec)["sync"]["inputs"]["parameters"]
+    assert sync_task["kerberos_keytab"] == {"componentInputParameter": "pipelinechannel--kerberos_keytab"}
+    assert sync_task["kerberos_principal"] == {"componentInputParameter": "pipelinechannel--kerberos_principal"}
+    with pytest.raises(ValueError, match="StepPod.kerberos_secret"):
+        step_platform.StepPod(kerberos_secret="Bad_Name")
