@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kfp import dsl
@@ -36,7 +36,17 @@ DATA_MOUNT = "/data"
 RUN_ID = dsl.PIPELINE_JOB_ID_PLACEHOLDER
 KINDS = ("tf", "mpi")
 PIPELINE_NAMES = {"tf": "train-and-serve", "mpi": "train-and-serve-mpi"}
-STEP_RETRIES = 2  # a lost step pod (eviction, node loss) is retried; the retry attaches
+# KFP's retry policy (PipelineTask.set_retry: a count and a back-off) retries a task on any
+# failure and cannot tell exit codes apart, while most of the steps' failures are final (exit 1:
+# the job failed, the model was not served; exit 2: bad input), so retrying them wastes the
+# back-off and repeats the same report. The transient ones (API server or NameNode blips,
+# exit 3) are retried inside each step (k8s/: one retry policy; sync: per file). So no task is
+# retried by KFP unless a compile-time `step_retries` asks for it (each retry re-attaches).
+STEP_RETRIES = 0
+# The training timeout of a run (seconds, from submission): a gang that never fits would keep
+# the run Running for ever and, with `vpipe schedule kfp`'s one run at a time, hold back every
+# later scheduled run. A day, unless the run form or the compile-time `timeout` says otherwise.
+TRAIN_TIMEOUT = 86400.0
 _EMPTY: dict[str, Any] = {"str": "", "list": [], "dict": {}}
 _TYPES: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict}
 
@@ -52,6 +62,7 @@ class Input:
     help: str = ""
     required: bool = False
     switch: bool = False  # a pipeline-only on/off (bool, default true) that feeds no step parameter
+    default: Any = None  # the pipeline's default where the step's is None (a number KFP cannot leave unset)
 
 
 # Training parameters a pipeline run takes as they are (same name, type, default and help as
@@ -111,6 +122,10 @@ def _train_inputs(train: str, after: tuple[str, ...]) -> tuple[Input, ...]:
               f"PVC the dataset is staged into: mounted at {DATA_MOUNT} in the sync step, read-only in the training pods",
               required=True),
         Input("image", ((train, "image"),), "image of the training pods", required=True),
+        Input("timeout", ((train, "timeout"),),
+              "seconds the training job may take from submission; then it is aborted and the run fails "
+              "(a gang that never fits would otherwise keep the run, and every later scheduled run, waiting)",
+              default=TRAIN_TIMEOUT),
         *(Input(name, ((train, name),)) for name in _SHAPE[train] + _JOB),
         Input("log_pvc", ((train, "log_pvc"), *(log_pvc[step] for step in after if step in log_pvc)),
               "PVC for logs, checkpoints and the exported model (every training task); TensorBoard reads it"
@@ -126,6 +141,11 @@ def _train_inputs(train: str, after: tuple[str, ...]) -> tuple[Input, ...]:
         Input("sync_checksum", (("sync", "checksum"),), "compare and verify by content hash, not size + mtime"),
         Input("sync_transfers", (("sync", "transfers"),), "parallel file transfers"),
         Input("hdfs_user", (("sync", "user"),), "HDFS simple-auth user (empty: $HADOOP_USER_NAME or the pod's user)"),
+        Input("kerberos_principal", (("sync", "kerberos_principal"),),
+              "Kerberos principal of the sync step (with kerberos_keytab; empty: no Kerberos)"),
+        Input("kerberos_keytab", (("sync", "kerberos_keytab"),),
+              f"keytab file in the sync step pod: {platform.KERBEROS_MOUNT}/<key> when the pipeline is compiled with "
+              "StepPod(kerberos_secret=...) (docs/kfp.md)"),
         Input("on_failure", (("finish_run", "on_failure"),)),
     )
 
@@ -151,7 +171,8 @@ def pipeline_parameter(item: Input) -> tuple[inspect.Parameter, str]:
     becomes an empty text / list / dict ("not set": runtime.step_arguments turns it back into
     None). A number that may be None cannot be a pipeline parameter: KFP has no "no value"
     for it (kfp.local refuses an optional parameter without a default) and 0 may be a real
-    value; such a step argument is a compile-time option of the pipeline (e.g. `timeout`)."""
+    value; such a step argument is a compile-time option of the pipeline (e.g. `min_available`),
+    or has a pipeline default of its own (`Input.default`: the training `timeout`)."""
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     if item.switch:
         return inspect.Parameter(item.name, kind, annotation=bool, default=True), item.help
@@ -160,6 +181,8 @@ def pipeline_parameter(item: Input) -> tuple[inspect.Parameter, str]:
     help_text = item.help or param.help
     if item.required or param.required:
         return inspect.Parameter(item.name, kind, annotation=_TYPES[base]), help_text
+    if item.default is not None:
+        return inspect.Parameter(item.name, kind, annotation=_TYPES[base], default=kfp_default(item.default, base)), help_text
     if param.default is None:
         if base not in _EMPTY:
             raise TypeError(f"{item.name}: a {base} whose default is None cannot be a pipeline parameter")
@@ -189,6 +212,7 @@ def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_
         staged = built["sync"](dst=data_mount, **_feeding(inputs, values, "sync"))
         staged.set_display_name("sync dataset")
         platform.mount_data(staged, values["data_pvc"], data_mount)
+        platform.mount_sync_config(staged, step_pod)
         train = built[train_name](run_id=RUN_ID, **fixed, **_feeding(inputs, values, train_name))
         train.set_display_name(f"train ({kind})")
         train.after(staged)
@@ -237,7 +261,8 @@ def train_and_serve(kind: str = "tf", *, data_mount: str = DATA_MOUNT, step_pod:
     """The pipeline for `kind` (tf or mpi). `data_mount` is where the sync step writes (the
     data PVC's mount point in its pod); tests that run the pipeline locally point it at a
     temporary directory. `step_pod` shapes every step pod (pull secrets, node selector).
-    `timeout` (seconds) bounds the training step: the job is aborted and the run fails.
+    `timeout` (seconds): the default of the run's `timeout` parameter (TRAIN_TIMEOUT when None),
+    which bounds the training step: the job is aborted and the run fails.
     `step_retries`: how often a failed step pod is retried (each retry attaches to what the
     first attempt started; reap, tensorboard and serve apply idempotently).
     `tensorboard_ttl` (seconds): TensorBoard lives this long instead of as long as the job.
@@ -245,10 +270,11 @@ def train_and_serve(kind: str = "tf", *, data_mount: str = DATA_MOUNT, step_pod:
     your own; `vpipe compile --runtime-image`)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    inputs = inputs_of(kind)
+    inputs = tuple(replace(item, default=float(timeout)) if item.name == "timeout" and timeout is not None else item
+                   for item in inputs_of(kind))
     signature, arg_docs = _signature(inputs)
     pod = step_pod or platform.StepPod()
-    fixed = {} if timeout is None else {"timeout": float(timeout)}
+    fixed: dict[str, Any] = {}
     step_components = components.build_all(runtime_image)
 
     def pipeline_func(*args: Any, **kwargs: Any) -> None:

@@ -7,15 +7,23 @@ it): `vpipe schedule kfp --service-account`, or the run's service account in the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kfp import kubernetes
 
+from volcano_pipelines.errors import InputError
+
 from volcano_pipelines.kube.validate import parse_toleration
 
-__all__ = ["StepPod", "mount_data", "shape"]
+__all__ = ["HADOOP_CONF_MOUNT", "KERBEROS_MOUNT", "StepPod", "mount_data", "mount_sync_config", "shape"]
+
+# Where the sync step pod gets the Kerberos Secret and the Hadoop configuration (StepPod).
+KERBEROS_MOUNT = "/etc/vpipe/kerberos"
+HADOOP_CONF_MOUNT = "/etc/hadoop/conf"
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 @dataclass(frozen=True)
@@ -25,6 +33,18 @@ class StepPod:
     image_pull_secrets: tuple[str, ...] = ()
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[str, ...] = ()  # KEY[=VALUE]:EFFECT, as kubectl taint writes them
+    # The sync step pod only: a Secret with the Kerberos keytab, read-only at KERBEROS_MOUNT
+    # (pass `kerberos_principal` and `kerberos_keytab=/etc/vpipe/kerberos/<key>` in the run), and a
+    # ConfigMap with core-site.xml / hdfs-site.xml (HA nameservices, viewfs mounts) at
+    # HADOOP_CONF_MOUNT, which becomes the pod's HADOOP_CONF_DIR.
+    kerberos_secret: str = ""
+    hadoop_conf_config_map: str = ""
+
+    def __post_init__(self) -> None:
+        for field_name in ("kerberos_secret", "hadoop_conf_config_map"):
+            value = getattr(self, field_name)
+            if value and (len(value) > 253 or not _NAME.fullmatch(value)):
+                raise InputError(f"StepPod.{field_name}", value, "the name of a Kubernetes object (DNS subdomain)")
 
 
 def shape(task: Any, pod: StepPod) -> Any:
@@ -37,6 +57,17 @@ def shape(task: Any, pod: StepPod) -> Any:
         toleration = parse_toleration(raw)
         kubernetes.add_toleration(task, key=toleration["key"], operator=toleration["operator"],
                                   value=toleration.get("value"), effect=toleration["effect"])
+    return task
+
+
+def mount_sync_config(task: Any, pod: StepPod) -> Any:
+    """The Kerberos Secret and the Hadoop configuration ConfigMap of `pod`, on the sync step."""
+    if pod.kerberos_secret:
+        kubernetes.use_secret_as_volume(task, secret_name=pod.kerberos_secret, mount_path=KERBEROS_MOUNT)
+    if pod.hadoop_conf_config_map:
+        kubernetes.use_config_map_as_volume(task, config_map_name=pod.hadoop_conf_config_map,
+                                            mount_path=HADOOP_CONF_MOUNT)
+        task.set_env_variable("HADOOP_CONF_DIR", HADOOP_CONF_MOUNT)
     return task
 
 

@@ -49,6 +49,8 @@ def test_pipeline_parameters_take_the_steps_defaults(kind: str) -> None:
         definition = given[item.name]
         if item.required or param.required:
             assert "defaultValue" not in definition and not definition.get("isOptional"), item.name
+        elif item.default is not None:  # the pipeline's own default (the training timeout)
+            assert definition["defaultValue"] == kfp_default(item.default, base), item.name
         elif param.default is None:
             # Not set: an empty field in the UI ('' / [] / {}), or no value for a number.
             assert definition.get("defaultValue") in ("", [], {}, None), item.name
@@ -94,7 +96,7 @@ def test_wiring(kind: str) -> None:
         if name != "exit-handler-1":
             assert not task.get("cachingOptions", {}).get("enableCache"), f"{name} may be cached"
     for name in ("sync", train_task, *after):
-        assert tasks[name]["retryPolicy"]["maxRetryCount"] == pipelines.STEP_RETRIES
+        assert "retryPolicy" not in tasks[name], name  # STEP_RETRIES = 0: KFP would retry final failures too
     _check_lifecycle_chain(spec, tasks, kind, train_task, after)
 
 
@@ -169,14 +171,26 @@ def test_unknown_kind_is_refused() -> None:
         pipelines.train_and_serve("horovod")
 
 
-def test_compile_time_options_timeout_and_step_retries() -> None:
-    spec, _ = _compiled("tf", timeout=3600, step_retries=0)
-    tasks = _tasks(spec)
-    assert tasks["train-tf"]["inputs"]["parameters"]["timeout"]["runtimeValue"]["constant"] == 3600.0
-    assert "retryPolicy" not in tasks["train-tf"] and "retryPolicy" not in tasks["sync"]
-    default, _ = _compiled("tf")
-    assert "timeout" not in _tasks(default)["train-tf"]["inputs"]["parameters"]
-    assert "timeout" not in default["root"]["inputDefinitions"]["parameters"]
+@pytest.mark.parametrize("kind", pipelines.KINDS)
+def test_training_timeout_is_a_run_parameter_with_a_default_and_wired_to_train(kind: str) -> None:
+    """Issue 21: a gang that never fits must not keep a run (and, one at a time, every later
+    scheduled run) waiting for ever: `timeout` is in the run form, a day unless changed."""
+    spec, _ = _compiled(kind)
+    train = "train-tf" if kind == "tf" else "train-mpi"
+    parameter = spec["root"]["inputDefinitions"]["parameters"]["timeout"]
+    assert parameter["defaultValue"] == pipelines.TRAIN_TIMEOUT == 86400.0 and parameter["parameterType"] == "NUMBER_DOUBLE"
+    assert _tasks(spec)[train]["inputs"]["parameters"]["timeout"] == {"componentInputParameter": "pipelinechannel--timeout"}
+    compiled, _ = _compiled(kind, timeout=3600)  # the compile-time option is the run parameter's default
+    assert compiled["root"]["inputDefinitions"]["parameters"]["timeout"]["defaultValue"] == 3600.0
+
+
+def test_no_task_is_retried_by_kfp_unless_asked() -> None:
+    """KFP's retry policy retries any failure, also the final ones (exit 1, 2): off by default."""
+    spec, _ = _compiled("tf")
+    assert pipelines.STEP_RETRIES == 0
+    assert all("retryPolicy" not in task for task in _tasks(spec).values())
+    retried, _ = _compiled("tf", step_retries=2)
+    assert _tasks(retried)["sync"]["retryPolicy"]["maxRetryCount"] == 2
 
 
 def test_a_number_that_may_be_none_cannot_be_a_pipeline_parameter() -> None:
@@ -184,3 +198,31 @@ def test_a_number_that_may_be_none_cannot_be_a_pipeline_parameter() -> None:
     # parameter without a default): such step arguments are compile-time options.
     with pytest.raises(TypeError, match="timeout"):
         pipelines.pipeline_parameter(pipelines.Input("timeout", (("train_tf", "timeout"),)))
+
+
+@pytest.mark.parametrize("kind", pipelines.KINDS)
+def test_kerberos_secret_and_hadoop_conf_reach_the_sync_step_pod_only(kind: str) -> None:
+    """Issue 21: Kerberos and HA HDFS from a pipeline: the keytab Secret and the Hadoop
+    configuration ConfigMap are volumes of the sync step pod (HADOOP_CONF_DIR points there),
+    and the principal and keytab path are run parameters wired to sync."""
+    from volcano_pipelines.kfp import platform as step_platform
+
+    pod = step_platform.StepPod(kerberos_secret="hdfs-keytab", hadoop_conf_config_map="hadoop-conf")
+    spec, platform_spec = _compiled(kind, step_pod=pod)
+    executors = platform_spec["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    sync = executors["exec-sync"]
+    assert sync["secretAsVolume"][0]["mountPath"] == step_platform.KERBEROS_MOUNT
+    assert sync["secretAsVolume"][0]["secretNameParameter"]["runtimeValue"]["constant"] == "hdfs-keytab"
+    assert sync["configMapAsVolume"][0]["mountPath"] == step_platform.HADOOP_CONF_MOUNT
+    assert sync["configMapAsVolume"][0]["configMapNameParameter"]["runtimeValue"]["constant"] == "hadoop-conf"
+    for name, executor in executors.items():
+        if name != "exec-sync":
+            assert "secretAsVolume" not in executor and "configMapAsVolume" not in executor, name
+    containers = {name: e["container"] for name, e in spec["deploymentSpec"]["executors"].items()}
+    assert {"name": "HADOOP_CONF_DIR", "value": step_platform.HADOOP_CONF_MOUNT} in containers["exec-sync"]["env"]
+    assert all("env" not in c for name, c in containers.items() if name != "exec-sync")
+    sync_task = _tasks(spec)["sync"]["inputs"]["parameters"]
+    assert sync_task["kerberos_keytab"] == {"componentInputParameter": "pipelinechannel--kerberos_keytab"}
+    assert sync_task["kerberos_principal"] == {"componentInputParameter": "pipelinechannel--kerberos_principal"}
+    with pytest.raises(ValueError, match="StepPod.kerberos_secret"):
+        step_platform.StepPod(kerberos_secret="Bad_Name")

@@ -332,3 +332,14 @@ def test_a_bad_request_timeout_is_refused(value: str, capsys: pytest.CaptureFixt
     code, _, err = _cli(capsys, "--host", "http://kfp.invalid", "--pipeline-file", str(PIPELINE), "--cron", "0 3 * * *",
                         *_params(), "--request-timeout", value)
     assert code == 2 and "--request-timeout" in err, err
+
+
+def test_scheduled_runs_get_the_training_timeout_and_a_bad_one_is_refused_now() -> None:
+    """A scheduled run has the pipeline's training timeout unless --param says otherwise, and a
+    value the train step would refuse at 2 a.m. is refused when the schedule is made."""
+    spec = next(yaml.safe_load_all(PIPELINE.read_text()))
+    assert spec["root"]["inputDefinitions"]["parameters"]["timeout"]["defaultValue"] == 86400.0
+    request = _request(parameters={**REQUIRED, "timeout": "7200"})
+    assert request["runtime_config"]["parameters"]["timeout"] == 7200.0
+    with pytest.raises(InputError, match="timeout"):
+        _request(parameters={**REQUIRED, "timeout": "0"})
