@@ -54,9 +54,13 @@ class _Body:
 
     def readinto(self, buf: Any) -> int:
         try:
-            return self._resp.readinto(buf)
+            n = self._resp.readinto(buf)
         except http.client.HTTPException as err:  # IncompleteRead: the DataNode went away
             raise ConnectionError(f"WebHDFS read failed: {err!r}") from None
+        if not n and len(buf) and self._resp.length:
+            # http.client returns 0 when the connection ends before Content-Length bytes.
+            raise ConnectionError(f"WebHDFS read ended {self._resp.length} bytes short of the announced length")
+        return n
 
     def close(self) -> None:
         self._resp.close()
