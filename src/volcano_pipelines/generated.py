@@ -1,14 +1,41 @@
-"""Writing generated files (the KFP and Argo artifacts) into a tree, all or nothing: shared by
-`vpipe compile` and `python -m volcano_pipelines.argo.compile`."""
+"""What the generated files (the KFP and Argo artifacts) share: the runtime image they name,
+and writing them into a tree, all or nothing. Used by `vpipe compile` and
+`python -m volcano_pipelines.argo.compile`; every front end's `artifacts(runtime_image=...)`
+takes the image checked here, so one flag (`vpipe compile --runtime-image`) reaches the KFP
+components, the KFP pipelines and the Argo templates alike."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path, PurePosixPath
 
 from volcano_pipelines.errors import InputError, WorkFailed
+from volcano_pipelines.images import RUNTIME_IMAGE
 
-__all__ = ["write_all"]
+__all__ = ["RUNTIME_IMAGE", "runtime_image", "write_all"]
+
+# An image reference as the container runtimes parse it (distribution/reference): an optional
+# registry host[:port], lower-case path components, then a tag and/or a digest. A tag or digest
+# is required: an untagged image is `:latest`, which a node with the image cached never pulls
+# again (IfNotPresent), so a component and the code it runs could drift apart.
+_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE = re.compile(rf"(?P<name>{_HOST}?{_COMPONENT}(?:/{_COMPONENT})*)"
+                    r"(?P<tag>:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?P<digest>@sha256:[0-9a-f]{64})?")
+
+
+def runtime_image(value: str, field: str = "--runtime-image") -> str:
+    """`value` if it is an image reference with a tag or digest (e.g.
+    `registry.example:5000/ml/runtime:0.1.0`); bad input naming `field` otherwise."""
+    found = _IMAGE.fullmatch(value)
+    if found is None or len(found["name"]) > 255:
+        raise InputError(field, value, "an image reference such as registry.example:5000/ml/runtime:1.0 "
+                         "(registry host, lower-case path, then :tag or @sha256:digest)")
+    if not found["tag"] and not found["digest"]:
+        raise InputError(field, value, "an image reference with a :tag or @sha256:digest (an untagged image is "
+                         ":latest, which nodes that cached it never pull again)")
+    return value
 
 
 def _conflicts(root: Path, paths: list[str]) -> list[str]:

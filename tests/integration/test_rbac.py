@@ -36,15 +36,21 @@ Access = tuple[str, str, str, str]  # verb, API group, resource, subresource
 OTHER_STEPS = ("role-lifecycle.yaml",)
 
 
+# Queue reading is cluster-scoped: the ClusterRole is in manifests/cluster, its binding (named
+# after the namespace) in each overlay; the dev overlay's stands for every namespace's.
+QUEUE_READER = (MANIFESTS.parent / "cluster" / "clusterrole-queues.yaml",
+                MANIFESTS.parent / "overlays" / "dev" / "namespaced" / "clusterrolebinding-queues.yaml")
+
+
 def manifests(namespace: str, exclude: tuple[str, ...] = OTHER_STEPS) -> list[dict[str, Any]]:
-    """The kustomize base as kustomize would render it for `namespace` (cluster-scoped
-    objects get a per-test name so tests do not share them), without `exclude`."""
+    """The kustomize base as kustomize would render it for `namespace`, with the queue
+    reader's ClusterRole and binding (cluster-scoped objects get a per-test name so tests do
+    not share them), without `exclude` (file names of the base)."""
     kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
     objects = []
-    for name in kustomization["resources"]:
-        if name in exclude:
-            continue
-        for obj in yaml.safe_load_all((MANIFESTS / name).read_text()):
+    files = [MANIFESTS / name for name in kustomization["resources"] if name not in exclude] + list(QUEUE_READER)
+    for path in files:
+        for obj in yaml.safe_load_all(path.read_text()):
             if obj["kind"].startswith("Cluster"):
                 obj["metadata"]["name"] = f"{obj['metadata']['name']}-{namespace}"
                 if obj["kind"] == "ClusterRoleBinding":

@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from volcano_pipelines.images import RUNTIME_IMAGE
+
 __all__ = ["OUT_DIR", "artifacts", "write"]
 
 OUT_DIR = "pipelines/argo"
@@ -24,14 +26,15 @@ def _document(obj: Any) -> str:
     return HEADER + str(obj.to_yaml())
 
 
-def artifacts() -> dict[str, str]:
-    """Relative path -> YAML text, for every generated Argo file."""
+def artifacts(runtime_image: str = RUNTIME_IMAGE) -> dict[str, str]:
+    """Relative path -> YAML text, for every generated Argo file; every container runs in
+    `runtime_image` (`vpipe compile --runtime-image`)."""
     from volcano_pipelines.argo import templates
 
     out: dict[str, str] = {}
     for name, spec in templates.STEPS.items():
-        out[f"{OUT_DIR}/{name}.yaml"] = _document(templates.step_workflow_template(spec))
-    out[f"{OUT_DIR}/train-and-serve.yaml"] = _document(templates.train_and_serve())
+        out[f"{OUT_DIR}/{name}.yaml"] = _document(templates.step_workflow_template(spec, runtime_image))
+    out[f"{OUT_DIR}/train-and-serve.yaml"] = _document(templates.train_and_serve(runtime_image))
     out[f"{OUT_DIR}/nightly-retrain.yaml"] = _document(templates.nightly_retrain())
     # The WorkflowTemplates as one kustomize base (manifests/argo uses it). The CronWorkflow
     # is left out: its arguments are an example to edit before it runs every night.
@@ -44,11 +47,11 @@ def artifacts() -> dict[str, str]:
     return out
 
 
-def write(root: Path) -> list[Path]:
+def write(root: Path, runtime_image: str = RUNTIME_IMAGE) -> list[Path]:
     """Every Argo file under `root`, all or nothing (as `vpipe compile` writes)."""
     from volcano_pipelines.generated import write_all
 
-    texts = artifacts()
+    texts = artifacts(runtime_image)
     write_all(root, texts, sorted(texts))
     return [root / relative for relative in sorted(texts)]
 

@@ -156,8 +156,8 @@ def _parameter(item: Input) -> Parameter:
     return Parameter(name=item.name, description=item.description or None, **extra)
 
 
-def step_template(spec: StepSpec) -> Container:
-    """The container template of one step."""
+def step_template(spec: StepSpec, runtime_image: str = RUNTIME_IMAGE) -> Container:
+    """The container template of one step, running in `runtime_image`."""
     cmd = command(spec)
     inputs = [_parameter(i) for i in cmd.inputs]
     mounts: dict[str, Any] = {}
@@ -177,7 +177,7 @@ def step_template(spec: StepSpec) -> Container:
                 for name in output_names(spec.step)]
     return Container(
         name=spec.template,
-        image=RUNTIME_IMAGE,
+        image=runtime_image,
         image_pull_policy="IfNotPresent",
         command=list(RUN_COMMAND),
         args=cmd.args(),
@@ -203,7 +203,7 @@ def deadline_expression(parameter: str) -> str:
             f"{DEADLINE_MARGIN_SECONDS}")
 
 
-def step_workflow_template(spec: StepSpec) -> WorkflowTemplate:
+def step_workflow_template(spec: StepSpec, runtime_image: str = RUNTIME_IMAGE) -> WorkflowTemplate:
     """`argo submit --from workflowtemplate/vpipe-<step> -p ...` runs one step; pipelines
     reference its template with templateRef."""
     cmd = command(spec)
@@ -217,7 +217,7 @@ def step_workflow_template(spec: StepSpec) -> WorkflowTemplate:
         ttl_strategy=TTL,
         # Submitted on its own, the workflow's arguments feed the entrypoint's inputs by name.
         arguments=[_parameter_value(i) for i in inputs],
-        templates=[step_template(spec)],
+        templates=[step_template(spec, runtime_image)],
     )
 
 
@@ -302,7 +302,7 @@ def _arguments(values: dict[str, str]) -> Arguments:
     return Arguments(parameters=[ParameterModel(name=k, value=v) for k, v in values.items()])
 
 
-def train_and_serve() -> WorkflowTemplate:
+def train_and_serve(runtime_image: str = RUNTIME_IMAGE) -> WorkflowTemplate:
     """sync -> train (TF) -> reap -> tensorboard -> serve (unless serve-model is false). The
     exit handler reports the workflow's end and, unless it succeeded, deletes the Volcano Jobs
     of this run (a step killed without its SIGTERM handler, e.g. a lost node, leaves its
@@ -330,7 +330,7 @@ def train_and_serve() -> WorkflowTemplate:
     main = TemplateModel(name="main", dag=DAGTemplate(tasks=tasks), outputs=Outputs(parameters=outputs))
     report = Container(
         name="report",
-        image=RUNTIME_IMAGE,
+        image=runtime_image,
         image_pull_policy="IfNotPresent",
         command=["sh", "-c", REPORT_SCRIPT, "vpipe-report"],
         args=["{{workflow.name}}", "{{workflow.status}}", "{{workflow.failures}}", "{{workflow.parameters.name}}",

@@ -11,7 +11,9 @@ import sys
 from pathlib import Path, PurePosixPath
 
 from volcano_pipelines.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, InputError, VpipeError, WorkFailed
+from volcano_pipelines import generated
 from volcano_pipelines.generated import write_all
+from volcano_pipelines.images import RUNTIME_IMAGE
 
 __all__ = ["FRONT_ENDS", "all_artifacts", "register", "stale", "write_all"]
 
@@ -30,6 +32,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming every file that is missing or differs")
     p.add_argument("--root", default=".", metavar="DIR", help="the repository root the artifact paths are relative to, "
                    "created if missing (default: the current directory)")
+    p.add_argument("--runtime-image", default=RUNTIME_IMAGE, metavar="REF",
+                   help="the image every KFP component, KFP pipeline step and Argo template runs in: the runtime "
+                   "image pushed to your registry, with a tag or digest (default: %(default)s); --check then "
+                   "compares against files rendered with it")
     p.set_defaults(handler=_compile, parser=p)
 
 
@@ -37,12 +43,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 _EXTRA = {"volcano_pipelines.kfp.compile": "kfp", "volcano_pipelines.argo.compile": "hera"}
 
 
-def _rendered(module: str) -> dict[str, str] | None:
+def _rendered(module: str, runtime_image: str) -> dict[str, str] | None:
     """The front end's artifacts; None when this front end is not part of the install, or
     (with a note) for Argo when Hera is not installed, as the help says. KFP is the main front
     end: without it there is nothing to compile, and the error names the extra to install."""
     try:
-        return importlib.import_module(module).artifacts()  # type: ignore[no-any-return]
+        return importlib.import_module(module).artifacts(runtime_image=runtime_image)  # type: ignore[no-any-return]
     except ModuleNotFoundError as err:
         parts = module.split(".")
         if err.name in {".".join(parts[:i]) for i in range(2, len(parts) + 1)}:
@@ -62,10 +68,12 @@ class MissingExtra(VpipeError):
     exit_code = EXIT_BAD_INPUT
 
 
-def all_artifacts() -> dict[str, str]:
+def all_artifacts(runtime_image: str = RUNTIME_IMAGE) -> dict[str, str]:
+    """Every front end's artifacts, all naming `runtime_image` (checked here: bad input, exit 2)."""
+    runtime_image = generated.runtime_image(runtime_image)
     out: dict[str, str] = {}
     for module in FRONT_ENDS:
-        rendered = _rendered(module)
+        rendered = _rendered(module, runtime_image)
         if rendered is None:
             continue
         for path, text in rendered.items():
@@ -102,7 +110,7 @@ def _compile(args: argparse.Namespace) -> int:
             raise InputError("--root", args.root, f"a directory that can be created ({err.strerror})") from None
     if not root.is_dir():
         raise InputError("--root", args.root, "an existing directory (the repository root)")
-    artifacts = all_artifacts()
+    artifacts = all_artifacts(args.runtime_image)
     outdated = stale(root, artifacts)
     if args.check:
         for line in outdated:

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from volcano_pipelines.images import RUNTIME_IMAGE
 from volcano_pipelines.steps.registry import KFP, steps_for
 
 __all__ = ["COMPONENT_FILES", "HEADER", "PIPELINE_FILES", "artifacts", "compile_text"]
@@ -51,11 +52,14 @@ def compile_text(obj: Any) -> str:
         return HEADER + path.read_text(encoding="utf-8")
 
 
-def artifacts() -> dict[str, str]:
-    """Relative path -> text of every KFP artifact this package ships."""
+def artifacts(runtime_image: str = RUNTIME_IMAGE) -> dict[str, str]:
+    """Relative path -> text of every KFP artifact this package ships, every component (also
+    those inside the pipelines) running in `runtime_image`."""
     from volcano_pipelines.kfp import components
     from volcano_pipelines.kfp.pipelines import train_and_serve
 
-    out = {path: compile_text(components.ALL[name]) for name, path in COMPONENT_FILES.items()}
-    out.update({path: compile_text(train_and_serve(kind)) for kind, path in PIPELINE_FILES.items()})
+    built = components.build_all(runtime_image)
+    out = {path: compile_text(built[name]) for name, path in COMPONENT_FILES.items()}
+    out.update({path: compile_text(train_and_serve(kind, runtime_image=runtime_image))
+                for kind, path in PIPELINE_FILES.items()})
     return out

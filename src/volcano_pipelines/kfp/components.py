@@ -15,7 +15,7 @@ from volcano_pipelines.kfp.generate import component_source
 from volcano_pipelines.kfp.runtime import step_function
 from volcano_pipelines.kfp.specs import COMPONENTS, RUNTIME_IMAGE, ComponentSource
 
-__all__ = ["ALL", "build", "define", "source_of", *COMPONENTS]
+__all__ = ["ALL", "build", "build_all", "define", "source_of", *COMPONENTS]
 
 # What the module KFP writes into the pod starts with (kfp.dsl.component_factory): the
 # generated annotations (Output[Metrics], NamedTuple(...), Optional[...]) rely on these names.
@@ -47,9 +47,17 @@ def build(spec: ComponentSource, step: Callable[..., Any] | None = None, base_im
     return dsl.component(define(spec, step), base_image=base_image, install_kfp_package=False)
 
 
+def build_all(base_image: str = RUNTIME_IMAGE) -> dict[str, PythonComponent]:
+    """Every component, running in `base_image` (`vpipe compile --runtime-image`: the runtime
+    image under another registry's name)."""
+    if base_image == RUNTIME_IMAGE and "ALL" in globals():
+        return ALL
+    return {name: build(spec, base_image=base_image) for name, spec in COMPONENTS.items()}
+
+
 # One component per KFP step of the registry (steps/registry.py), each also a module attribute:
 # `from volcano_pipelines.kfp.components import train_tf`.
-ALL: dict[str, PythonComponent] = {name: build(spec) for name, spec in COMPONENTS.items()}
+ALL: dict[str, PythonComponent] = build_all()
 
 
 def __getattr__(name: str) -> PythonComponent:

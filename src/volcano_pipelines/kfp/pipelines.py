@@ -23,7 +23,7 @@ from kfp.dsl.graph_component import GraphComponent
 from volcano_pipelines.kfp import components, platform
 from volcano_pipelines.kfp.generate import kfp_default, kfp_type
 from volcano_pipelines.kfp.runtime import step_function
-from volcano_pipelines.kfp.specs import COMPONENTS
+from volcano_pipelines.kfp.specs import COMPONENTS, RUNTIME_IMAGE
 from volcano_pipelines.steps.params import Param, params
 
 __all__ = ["DATA_MOUNT", "KINDS", "PIPELINE_NAMES", "SERVING_SUFFIX", "TENSORBOARD_SUFFIX", "Input", "inputs_of",
@@ -179,16 +179,17 @@ def _feeding(inputs: tuple[Input, ...], values: Mapping[str, Any], component: st
 
 
 def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_mount: str,
-          step_pod: platform.StepPod, fixed: Mapping[str, Any], retries: int, tensorboard_ttl: float | None) -> None:
+          step_pod: platform.StepPod, fixed: Mapping[str, Any], retries: int, tensorboard_ttl: float | None,
+          built: Mapping[str, Any]) -> None:
     train_name = "train_tf" if kind == "tf" else "train_mpi"
-    finish = components.finish_run(run_id=RUN_ID, **_feeding(inputs, values, "finish_run"))
+    finish = built["finish_run"](run_id=RUN_ID, **_feeding(inputs, values, "finish_run"))
     finish.set_display_name("report and clean up")
     tasks = [finish]
     with dsl.ExitHandler(finish, name=PIPELINE_NAMES[kind]):
-        staged = components.sync(dst=data_mount, **_feeding(inputs, values, "sync"))
+        staged = built["sync"](dst=data_mount, **_feeding(inputs, values, "sync"))
         staged.set_display_name("sync dataset")
         platform.mount_data(staged, values["data_pvc"], data_mount)
-        train = components.ALL[train_name](run_id=RUN_ID, **fixed, **_feeding(inputs, values, train_name))
+        train = built[train_name](run_id=RUN_ID, **fixed, **_feeding(inputs, values, train_name))
         train.set_display_name(f"train ({kind})")
         train.after(staged)
         tasks += [staged, train]
@@ -213,9 +214,9 @@ def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_
             arguments = {**wired, **_feeding(inputs, values, step)}
             if step == "serve":
                 with dsl.If(values["serve_model"] == True, name="serve_model"):  # noqa: E712 - a pipeline condition
-                    task = components.ALL[step](**arguments)
+                    task = built[step](**arguments)
             else:
-                task = components.ALL[step](**arguments)
+                task = built[step](**arguments)
             task.set_display_name(display)
             task.after(previous)
             tasks.append(task)
@@ -232,24 +233,27 @@ def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_
 
 def train_and_serve(kind: str = "tf", *, data_mount: str = DATA_MOUNT, step_pod: platform.StepPod | None = None,
                     timeout: float | None = None, step_retries: int = STEP_RETRIES,
-                    tensorboard_ttl: float | None = None) -> GraphComponent:
+                    tensorboard_ttl: float | None = None, runtime_image: str = RUNTIME_IMAGE) -> GraphComponent:
     """The pipeline for `kind` (tf or mpi). `data_mount` is where the sync step writes (the
     data PVC's mount point in its pod); tests that run the pipeline locally point it at a
     temporary directory. `step_pod` shapes every step pod (pull secrets, node selector).
     `timeout` (seconds) bounds the training step: the job is aborted and the run fails.
     `step_retries`: how often a failed step pod is retried (each retry attaches to what the
     first attempt started; reap, tensorboard and serve apply idempotently).
-    `tensorboard_ttl` (seconds): TensorBoard lives this long instead of as long as the job."""
+    `tensorboard_ttl` (seconds): TensorBoard lives this long instead of as long as the job.
+    `runtime_image`: the image every step runs in (the runtime image pushed to a registry of
+    your own; `vpipe compile --runtime-image`)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
     inputs = inputs_of(kind)
     signature, arg_docs = _signature(inputs)
     pod = step_pod or platform.StepPod()
     fixed = {} if timeout is None else {"timeout": float(timeout)}
+    step_components = components.build_all(runtime_image)
 
     def pipeline_func(*args: Any, **kwargs: Any) -> None:
         bound = signature.bind(*args, **kwargs)  # KFP passes the parameters positionally
-        _body(kind, inputs, bound.arguments, data_mount, pod, fixed, step_retries, tensorboard_ttl)
+        _body(kind, inputs, bound.arguments, data_mount, pod, fixed, step_retries, tensorboard_ttl, step_components)
 
     train = COMPONENTS["train_tf" if kind == "tf" else "train_mpi"]
     after = {"tf": "Then reap lingering parameter servers, start TensorBoard over the logs and serve the exported "

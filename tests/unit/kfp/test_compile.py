@@ -103,3 +103,72 @@ def test_without_hera_the_argo_templates_are_skipped_with_a_note(monkeypatch: py
 def test_argo_artifacts_join_when_that_front_end_is_there(rendered: dict[str, str]) -> None:
     everything = compile_cli.all_artifacts()
     assert set(rendered) <= set(everything)
+
+
+PRIVATE_IMAGE = "registry.example:5000/ml-platform/vpipe-runtime:0.1.0-custom"
+
+
+def _images(node: object, found: list[str]) -> list[str]:
+    """Every `image` of a container anywhere in a YAML tree (KFP executors, Argo templates)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "container" and isinstance(value, dict) and "image" in value:
+                found.append(value["image"])
+            _images(value, found)
+    elif isinstance(node, list):
+        for item in node:
+            _images(item, found)
+    return found
+
+
+def test_runtime_image_override_reaches_components_pipelines_and_argo_templates(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`vpipe compile --runtime-image`: a private registry's name for the runtime image in every
+    file that names it (no hand-editing of "do not edit" files), and nothing else changed."""
+    import yaml
+    from kfp import components as kfp_components
+
+    from volcano_pipelines.images import RUNTIME_IMAGE
+
+    assert main(["compile", "--root", str(tmp_path), "--runtime-image", PRIVATE_IMAGE]) == 0
+    capsys.readouterr()
+    default = compile_cli.all_artifacts()
+    naming = [path for path, text in default.items() if RUNTIME_IMAGE in text]
+    # 7 components, 2 KFP pipelines, and the Argo templates (every step's and train-and-serve).
+    assert {p for p in naming if not p.startswith("pipelines/argo/")} == set(rendered_paths := [
+        *kfp_compile.COMPONENT_FILES.values(), *kfp_compile.PIPELINE_FILES.values()]), rendered_paths
+    assert len([p for p in naming if p.startswith("pipelines/argo/")]) >= 7
+    for path, text in default.items():
+        written = (tmp_path / path).read_text(encoding="utf-8")
+        assert RUNTIME_IMAGE not in written, path
+        # Only the image differs from the default rendering.
+        assert written.replace(PRIVATE_IMAGE, RUNTIME_IMAGE) == text, path
+        images = _images(list(yaml.safe_load_all(written)), [])
+        if path in naming:
+            assert images and set(images) == {PRIVATE_IMAGE}, (path, images)
+    loaded = kfp_components.load_component_from_file(str(tmp_path / "components" / "train_tf.yaml"))
+    assert loaded.component_spec.implementation.container.image == PRIVATE_IMAGE
+
+    # --check compares against the files rendered with the same image.
+    assert main(["compile", "--check", "--root", str(tmp_path), "--runtime-image", PRIVATE_IMAGE]) == 0
+    assert main(["compile", "--check", "--root", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert f"{len(naming)} of {len(default)} generated files are stale" in err
+
+
+@pytest.mark.parametrize("bad", ["", "registry.example/ML/runtime:1", "registry.example/ml/runtime",
+                                 "registry.example/ml/runtime:1 --privileged", "ml/runtime:-1", "ml/runtime@sha256:abc"])
+def test_a_bad_runtime_image_is_refused_and_nothing_is_written(bad: str, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compile", "--root", str(tmp_path), "--runtime-image", bad]) == 2
+    assert "invalid --runtime-image=" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("good", ["runtime:1", "localhost:5000/runtime:0.1.0", "a.b.c/d/e__f/g-h:v1.2_rc",
+                                  "reg.example/ml/runtime@sha256:" + "a" * 64,
+                                  "reg.example/ml/runtime:1@sha256:" + "0" * 64])
+def test_runtime_image_references_with_a_tag_or_digest_are_taken(good: str) -> None:
+    from volcano_pipelines.generated import runtime_image
+
+    assert runtime_image(good) == good
