@@ -6,6 +6,7 @@ from __future__ import annotations
 __all__ = [
     "MANAGED_BY",
     "MANAGED_BY_LABEL",
+    "POD_NAME_ENV",
     "RUN_LABEL",
     "STEP_LABEL",
     "TRAIN_STEP",
@@ -26,6 +27,9 @@ EXPIRES_ANNOTATION = "volcano-pipelines/expires-at"
 # Volcano's own labels on the pods it creates: the job and the task (spec) a pod belongs to.
 VOLCANO_JOB_NAME_LABEL = "volcano.sh/job-name"
 VOLCANO_TASK_LABEL = "volcano.sh/task-spec"
+# The name of the pod a step runs in (the downward API's metadata.name, set by the Argo
+# templates): a step told SIGTERM while its own pod is being deleted knows the pod was lost.
+POD_NAME_ENV = "VPIPE_POD_NAME"
 
 
 def identity_labels(step: str, run_id: str | None) -> dict[str, str]:

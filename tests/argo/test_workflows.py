@@ -131,7 +131,7 @@ def test_shipped_train_template_runs_a_volcano_job_to_completion(cluster: Any, n
             parameters = {
                 "name": "wf-train", "timeout": "300", "image": TF_TRAINER_IMAGE, "code-url": f"{url}/tiny/",
                 "ps": "1", "workers": "1", "ps-cpu": "50m", "worker-cpu": "50m", "ps-memory": "256Mi",
-                "worker-memory": "256Mi", "env": "TINY_WORK_SECONDS=20",
+                "worker-memory": "256Mi", "env": "TINY_WORK_SECONDS=20", "queue": "default",
                 "node-selector": f"{real_node.label}={real_node.label_value}",
                 "tolerations": f"{taint['key']}={taint['value']}:{taint['effect']}",
             }

@@ -6,17 +6,19 @@ and nothing reads the CLI's parser: a new step argument becomes an Argo paramete
 compile.
 
 How a parameter reaches the command line is encoded as a SPEC word that the container's
-constant run script (`RUN_SCRIPT`) reads in pairs `SPEC VALUE`:
+program (`python3 -m volcano_pipelines.argo.run`, argo/run.py) reads in pairs `SPEC VALUE`:
 
     .        VALUE is one word (command words, positionals such as sync's SRC and DST)
     _        VALUE is one word, left out when empty (an optional positional such as reap's JOB)
     --flag   `--flag VALUE`, left out when VALUE is empty (an optional argument not given)
     ?--flag  `--flag` when VALUE is true (a switch); VALUE must be true or false
     !--flag  `--flag` when VALUE is false (a negated switch such as --no-restart-on-failure)
+    #--flag  `--flag VALUE` where VALUE is whole seconds (digits only; a train step's timeout,
+             from which Argo's own deadline is computed); anything else is bad input (exit 2)
     *--flag  `--flag LINE` for each non-empty line of VALUE (repeatable flags: --env, --label)
     +        each non-empty line of VALUE as one word (the program arguments after `--`)
 
-Values only ever travel as single argv words: no parameter is parsed by a shell.
+Values only ever travel as single argv words: no shell is involved at all.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +37,7 @@ __all__ = ["FIXED_BY_POD", "Input", "StepCommand", "output_names", "step_command
 
 # Where the step runs is fixed by the workflow pod (in-cluster config, its ServiceAccount),
 # not chosen per run: these arguments are left out of every template.
-FIXED_BY_POD = frozenset({"kubeconfig", "context", "backend", "local_dir"})
+FIXED_BY_POD = frozenset({"kubeconfig", "context", "backend", "local_dir", "local_data_dir", "local_log_dir"})
 # The run identity is the workflow's: a retried step attaches to the job it created.
 RUN_ID = ("run_id", "{{workflow.uid}}")
 BOOL_VALUES = ("true", "false")
@@ -44,7 +46,7 @@ BOOL_VALUES = ("true", "false")
 @dataclass(frozen=True)
 class Input:
     name: str  # Argo parameter name: the flag without its dashes
-    spec: str  # how RUN_SCRIPT turns the value into argv (module docstring)
+    spec: str  # how argo/run.py turns the value into argv (module docstring)
     default: str | None  # None: required
     description: str
     enum: tuple[str, ...] | None = None
@@ -132,24 +134,33 @@ def _inputs_for(param: Param, spec: FlagSpec, *, positional: bool, tasks: Sequen
 
 
 def step_command(step: Callable[..., Any], words: Sequence[str], *, positional: Sequence[str] = (),
-                 tasks: Sequence[str] = (), required: Sequence[str] = ()) -> StepCommand:
+                 tasks: Sequence[str] = (), required: Sequence[str] = (), whole_seconds: Sequence[str] = (),
+                 fixed_values: Mapping[str, str] | None = None) -> StepCommand:
     """The Argo parameters of `step` as run by `vpipe <words>` (a registry entry's words,
     positional parameters and task names). `required`: parameters a template must be given
     although the step has a default (e.g. a train step's timeout, which bounds the pod's
-    activeDeadlineSeconds)."""
+    activeDeadlineSeconds); `whole_seconds`: parameters that must be whole seconds (`#` spec);
+    `fixed_values`: step parameters the template sets itself (parameter -> value, e.g. the
+    namespace: the workflow's), which are then not Argo parameters."""
     inputs: list[Input] = []
     fixed: list[tuple[str, str]] = []
+    wired = {RUN_ID[0]: RUN_ID[1], **(fixed_values or {})}
     for param in params(step):
         if param.name in FIXED_BY_POD:
             continue
         spec = flag_spec(param)
-        if param.name == RUN_ID[0]:
-            fixed.append((long_flag(spec), RUN_ID[1]))
+        if param.name in wired:
+            fixed.append((long_flag(spec), wired[param.name]))
             continue
         for item in _inputs_for(param, spec, positional=param.name in positional, tasks=tasks):
             if item.name in required:
                 item = dataclasses.replace(item, default=None)
+            if item.name in whole_seconds and item.spec.startswith("--"):
+                item = dataclasses.replace(item, spec="#" + item.spec, description=f"{item.description} (whole seconds)")
             inputs.append(item)
+    unknown = set(wired) - {param.name for param in params(step)}
+    if unknown - {RUN_ID[0]}:
+        raise ValueError(f"fixed values for parameters {sorted(unknown)} that {'/'.join(words)} does not have")
     return StepCommand(tuple(words), tuple(inputs), tuple(fixed))
 
 

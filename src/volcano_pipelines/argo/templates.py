@@ -5,6 +5,7 @@ default and help text comes from the step signatures (argo/inputs.py); see docs/
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,21 +15,16 @@ from hera.workflows import (
     CronWorkflow,
     Parameter,
     Resource,
-    RetryStrategy,
     Step,
     Steps,
     WorkflowTemplate,
 )
 from hera.workflows.models import (
     Arguments,
-    Backoff,
     DAGTask,
     DAGTemplate,
-    IntOrString,
     Outputs,
     PersistentVolumeClaimVolumeSource,
-    Quantity,
-    ResourceRequirements,
     TemplateRef,
     Volume,
     VolumeMount,
@@ -44,6 +40,16 @@ from hera.workflows.models import (
     ValueFrom as ValueFromModel,
 )
 
+from volcano_pipelines.argo.pods import (
+    CONTAINER_SECURITY,
+    POD_GC,
+    POD_NAME,
+    POD_SECURITY,
+    RETRY,
+    RUN_COMMAND,
+    TTL,
+    resources,
+)
 from volcano_pipelines.argo.inputs import (
     Input,
     StepCommand,
@@ -73,54 +79,12 @@ DATA_MOUNT = "/data"  # where the sync step mounts the data PVC; its dst lies un
 # calls with retries) to report; Argo's own deadline comes this much later, so Argo never
 # kills the step before it has cleaned up.
 DEADLINE_MARGIN_SECONDS = 120
-# Exit code 3 is a cluster / remote-system problem (unreachable API server, NameNode): worth
-# another try, and safe, because a retried step attaches to the job of its run
-# ({{workflow.uid}}) and sync is incremental. 1 (the work failed) and 2 (bad input) are final.
-RETRY = RetryStrategy(limit="3", retry_policy="OnFailure", expression="asInt(lastRetry.exitCode) == 3",
-                      backoff=Backoff(duration="30s", factor=IntOrString(root="2")))
 # What manifests/ creates: the defaults of the pipeline's wiring.
 PIPELINE_DEFAULTS = {"data-pvc": "vpipe-data", "log-pvc": "vpipe-logs", "queue": "vpipe"}
-
-# The container's only program: turns SPEC VALUE pairs (argo/inputs.py) into vpipe's argv,
-# runs it with the JSON result in a file, and writes one file per output parameter. A
-# constant: parameter values reach it only as "$@" words and are never parsed as shell.
-RUN_SCRIPT = r"""set -u
-out=${VPIPE_ARGO_OUT:-/tmp/vpipe}
-mkdir -p "$out/outputs"
-n=$(($# / 2))
-while [ "$n" -gt 0 ]; do
-  spec=$1 value=$2
-  shift 2
-  n=$((n - 1))
-  case $spec in
-    .) set -- "$@" "$value" ;;
-    _) [ -z "$value" ] || set -- "$@" "$value" ;;
-    '?'* | '!'*)
-      case $value in
-        true | false) ;;
-        *) printf 'vpipe: error: invalid %s=%s: true or false\n' "${spec#?}" "$value" >&2; exit 2 ;;
-      esac
-      if { [ "${spec%"${spec#?}"}" = '?' ] && [ "$value" = true ]; } ||
-         { [ "${spec%"${spec#?}"}" = '!' ] && [ "$value" = false ]; }; then
-        set -- "$@" "${spec#?}"
-      fi ;;
-    '*'* | +)
-      while IFS= read -r line; do
-        [ -n "$line" ] || continue
-        if [ "$spec" = + ]; then set -- "$@" "$line"; else set -- "$@" "${spec#?}" "$line"; fi
-      done <<EOF
-$value
-EOF
-      ;;
-    *) [ -z "$value" ] || set -- "$@" "$spec" "$value" ;;
-  esac
-done
-vpipe "$@" > "$out/result.json"
-code=$?
-cat "$out/result.json"
-python3 -m volcano_pipelines.argo.outputs "$out/result.json" "$out/outputs"
-exit "$code"
-"""
+# The train steps run their job in the workflow's namespace (its ServiceAccount's Role is
+# namespaced) and make the Workflow its owner: deleting the Workflow deletes the job.
+WORKFLOW_OWNER = "argoproj.io/v1alpha1/Workflow/{{workflow.name}}/{{workflow.uid}}"
+TRAIN_FIXED = {"namespace": "{{workflow.namespace}}", "owner": WORKFLOW_OWNER, "on_pod_deleted": "keep"}
 
 # The exit handler's report: the workflow's end, its failed nodes, and the job's last state.
 REPORT_SCRIPT = r"""set -u
@@ -143,18 +107,24 @@ class StepSpec:
     positional: tuple[str, ...] = ()  # parameters given as words (the registry's)
     tasks: tuple[str, ...] = ()  # task names of per-task flags (the registry's)
     mounts_data: bool = False  # the step itself writes into the data PVC
+    whole_seconds: tuple[str, ...] = ()  # parameters that must be whole seconds (Argo's deadline reads them)
+    fixed: tuple[tuple[str, str], ...] = ()  # step parameters the template sets itself (not Argo parameters)
     requests: tuple[tuple[str, str], ...] = (("cpu", "100m"), ("memory", "256Mi"))
 
 
 # What only Argo needs to know about a step, by registry name (steps/registry.py): a train step
 # and reap need a timeout (Argo needs a finite activeDeadlineSeconds: timeout + margin; reap
 # waits for its job, a sweep runs until stopped); sync writes into the data PVC.
+_TRAIN = {"required": ("timeout",), "whole_seconds": ("timeout",), "fixed": tuple(TRAIN_FIXED.items())}
 _ARGO_OPTIONS: dict[str, dict[str, Any]] = {
     "sync": {"mounts_data": True, "requests": (("cpu", "1"), ("memory", "1Gi"))},
-    "train_tf": {"required": ("timeout",)},
-    "train_mpi": {"required": ("timeout",)},
-    "reap": {"required": ("timeout",)},
+    "train_tf": _TRAIN,
+    "train_mpi": _TRAIN,
+    "reap": {"required": ("timeout",), "whole_seconds": ("timeout",)},
 }
+# Defaults a template gives where the step's own default does not fit Argo: the queue that
+# manifests/ creates (the pipeline's too: PIPELINE_DEFAULTS).
+TEMPLATE_DEFAULTS = {"queue": PIPELINE_DEFAULTS["queue"]}
 
 
 def _steps() -> dict[str, StepSpec]:
@@ -172,7 +142,11 @@ DATA_PVC_INPUT = Input("data-pvc", "", PIPELINE_DEFAULTS["data-pvc"],
 
 
 def command(spec: StepSpec) -> StepCommand:
-    return step_command(spec.step, spec.words, positional=spec.positional, tasks=spec.tasks, required=spec.required)
+    cmd = step_command(spec.step, spec.words, positional=spec.positional, tasks=spec.tasks, required=spec.required,
+                       whole_seconds=spec.whole_seconds, fixed_values=dict(spec.fixed))
+    inputs = tuple(dataclasses.replace(i, default=TEMPLATE_DEFAULTS[i.name])
+                   if i.name in TEMPLATE_DEFAULTS and i.default is not None else i for i in cmd.inputs)
+    return dataclasses.replace(cmd, inputs=inputs)
 
 
 def _parameter(item: Input) -> Parameter:
@@ -195,8 +169,8 @@ def step_template(spec: StepSpec, runtime_image: str = RUNTIME_IMAGE) -> Contain
             "volume_mounts": [VolumeMount(name="data", mount_path=DATA_MOUNT)],
         }
     deadline = None
-    if "timeout" in {i.name for i in cmd.inputs}:
-        deadline = tag(f"=asInt(inputs.parameters.timeout) + {DEADLINE_MARGIN_SECONDS}")
+    if "timeout" in spec.whole_seconds:
+        deadline = tag(deadline_expression("timeout"))
     outputs = [Parameter(name="result", value_from=ValueFromModel(path=f"{OUT_DIR}/result.json", default=""),
                          description="the step's result as JSON (vpipe --json)")]
     outputs += [Parameter(name=name, value_from=ValueFromModel(path=f"{OUT_DIR}/outputs/{name}", default=""))
@@ -205,21 +179,28 @@ def step_template(spec: StepSpec, runtime_image: str = RUNTIME_IMAGE) -> Contain
         name=spec.template,
         image=runtime_image,
         image_pull_policy="IfNotPresent",
-        command=["sh", "-c", RUN_SCRIPT, "vpipe-argo"],
+        command=list(RUN_COMMAND),
         args=cmd.args(),
+        env=[POD_NAME],
         inputs=inputs,
         outputs=outputs,
         active_deadline_seconds=deadline,
         retry_strategy=RETRY,
-        resources=_resources(dict(spec.requests)),
+        resources=resources(dict(spec.requests)),
+        pod_security_context=POD_SECURITY,
+        security_context=CONTAINER_SECURITY,
         **mounts,
     )
 
 
-def _resources(requests: dict[str, str]) -> ResourceRequirements:
-    """Requests, and memory's as the limit (CPU is not limited: a CPU limit throttles)."""
-    return ResourceRequirements(requests={k: Quantity(root=v) for k, v in requests.items()},
-                                limits={"memory": Quantity(root=requests["memory"])})
+def deadline_expression(parameter: str) -> str:
+    """Argo's deadline for a step: the parameter (whole seconds) plus the margin. A value that
+    is not whole seconds gives the margin alone, so the expression always resolves (asInt of
+    '1.5' would leave it unresolved and fail the pod's creation with a parse error) and the
+    step itself refuses the value with exit 2 (argo/run.py's `#` spec)."""
+    value = f"inputs.parameters.{parameter}"
+    return (f"={value} matches '^[0-9]+$' ? asInt({value}) + {DEADLINE_MARGIN_SECONDS} : "
+            f"{DEADLINE_MARGIN_SECONDS}")
 
 
 def step_workflow_template(spec: StepSpec, runtime_image: str = RUNTIME_IMAGE) -> WorkflowTemplate:
@@ -232,6 +213,8 @@ def step_workflow_template(spec: StepSpec, runtime_image: str = RUNTIME_IMAGE) -
         labels=PART_OF,
         entrypoint=spec.template,
         service_account_name=SERVICE_ACCOUNT,
+        pod_gc=POD_GC,
+        ttl_strategy=TTL,
         # Submitted on its own, the workflow's arguments feed the entrypoint's inputs by name.
         arguments=[_parameter_value(i) for i in inputs],
         templates=[step_template(spec, runtime_image)],
@@ -252,19 +235,24 @@ def _pipeline_wiring() -> tuple[list[Input], dict[str, str], dict[str, str]]:
     workflow: list[Input] = []
     sync_args: dict[str, str] = {"dst": DATA_MOUNT, "data-pvc": "{{workflow.parameters.data-pvc}}"}
     for item in sync_cmd.inputs:
-        if item.name in sync_args:
+        if item.name in sync_args or item.name in PIPELINE_LEFT_OUT:
             continue
         workflow.append(Input(SYNC_PREFIX + item.name, item.spec, item.default, item.description, item.enum))
         sync_args[item.name] = tag(f"workflow.parameters.{SYNC_PREFIX}{item.name}")
-    train_args: dict[str, str] = {"namespace": "{{workflow.namespace}}"}
+    train_args: dict[str, str] = {}  # the namespace: the template's own (the workflow's)
     for item in train_cmd.inputs:
-        if item.name in train_args:
+        if item.name in PIPELINE_LEFT_OUT:
             continue
         default = PIPELINE_DEFAULTS.get(item.name, item.default)
         workflow.append(Input(item.name, item.spec, default, item.description, item.enum))
         train_args[item.name] = tag(f"workflow.parameters.{item.name}")
     return workflow, sync_args, train_args
 
+
+# Step parameters the pipeline leaves at their default, in every step: a dry run of one step
+# (the next would fail), a train step or TensorBoard that does not wait (the next step would
+# act on a job still running, or a URL not yet serving).
+PIPELINE_LEFT_OUT = frozenset({"dry-run", "wait"})
 
 # The steps after training, in order: (template, workflow parameter prefix, wired arguments,
 # step parameters the pipeline leaves at their template default). Wired: the job train
@@ -284,7 +272,9 @@ LIFECYCLE: tuple[tuple[str, str, dict[str, str], frozenset[str]], ...] = (
      frozenset({"model-dir-local", "keep-versions"})),
 )
 # Defaults of lifecycle parameters whose template has none (reap needs a timeout for Argo's deadline).
-LIFECYCLE_DEFAULTS = {"reap-timeout": "600"}
+# TensorBoard's Service: ClusterIP (NodePort would publish the logs, unauthenticated, on every
+# node's address); reach it with `kubectl port-forward` or an Ingress (tensorboard-ingress-path).
+LIFECYCLE_DEFAULTS = {"reap-timeout": "600", "tensorboard-service-type": "ClusterIP"}
 SERVE_SWITCH = Input("serve-model", "", "true", "serve the exported model with TF Serving after training "
                      "(false: skip the serve step)", ("true", "false"))
 
@@ -296,7 +286,7 @@ def _lifecycle_wiring() -> tuple[list[Input], dict[str, dict[str, str]]]:
     for template_name, prefix, wired, left_out in LIFECYCLE:
         args = dict(wired)
         for item in command(STEPS[template_name]).inputs:
-            if item.name in args or item.name in left_out:
+            if item.name in args or item.name in left_out or item.name in PIPELINE_LEFT_OUT:
                 continue
             name = prefix + item.name
             workflow.append(Input(name, item.spec, LIFECYCLE_DEFAULTS.get(name, item.default), item.description,
@@ -345,7 +335,9 @@ def train_and_serve(runtime_image: str = RUNTIME_IMAGE) -> WorkflowTemplate:
         command=["sh", "-c", REPORT_SCRIPT, "vpipe-report"],
         args=["{{workflow.name}}", "{{workflow.status}}", "{{workflow.failures}}", "{{workflow.parameters.name}}",
               "{{workflow.namespace}}"],
-        resources=_resources({"cpu": "100m", "memory": "256Mi"}),
+        resources=resources({"cpu": "100m", "memory": "256Mi"}),
+        pod_security_context=POD_SECURITY,
+        security_context=CONTAINER_SECURITY,
     )
     cleanup = Resource(
         name="cleanup",
@@ -353,6 +345,7 @@ def train_and_serve(runtime_image: str = RUNTIME_IMAGE) -> WorkflowTemplate:
         # argoexec runs `kubectl delete --ignore-not-found <flags>`: every Volcano Job of this run.
         flags=["jobs.batch.volcano.sh", "--selector", f"{RUN_LABEL}={{{{workflow.uid}}}}",
                "--namespace", "{{workflow.namespace}}"],
+        pod_security_context=POD_SECURITY,
     )
     exit_handler = Steps(name="exit-handler", sub_steps=[
         Step(name="report", template="report"),
@@ -364,6 +357,8 @@ def train_and_serve(runtime_image: str = RUNTIME_IMAGE) -> WorkflowTemplate:
         entrypoint="main",
         on_exit="exit-handler",
         service_account_name=SERVICE_ACCOUNT,
+        pod_gc=POD_GC,
+        ttl_strategy=TTL,
         arguments=[_parameter_value(i) for i in workflow_inputs],
         templates=[main, exit_handler, report, cleanup],
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 
 from volcano_pipelines.backends.base import Job, Pod, Scheduling
@@ -9,6 +10,7 @@ from volcano_pipelines.k8s import pods as k8s_pods
 from volcano_pipelines.k8s import volcano as k8s_volcano
 from volcano_pipelines.k8s.client import Cluster
 from volcano_pipelines.k8s.errors import Forbidden
+from volcano_pipelines.labels import POD_NAME_ENV
 from volcano_pipelines.volcano.status import (
     podgroup_name,
     podgroup_phase,
@@ -40,6 +42,15 @@ class ClusterBackend:
 
     def session(self, job: Job, log_lines: int) -> ClusterSession:
         return ClusterSession(self.cluster, job, log_lines)
+
+    def own_pod_deleted(self) -> bool:
+        """Whether the step's own pod ($VPIPE_POD_NAME, in the pod's namespace) is being
+        deleted: a SIGTERM then means the pod was lost (evicted, drained, deleted), not that the
+        run was cancelled. False outside such a pod."""
+        name = os.environ.get(POD_NAME_ENV)
+        if not name:
+            return False
+        return k8s_pods.pod_being_deleted(self.cluster, self.cluster.namespace, name)
 
 
 class ClusterSession:

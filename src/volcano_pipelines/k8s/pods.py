@@ -16,7 +16,7 @@ from volcano_pipelines.k8s.errors import Forbidden, from_exception
 from volcano_pipelines.k8s.watch import WATCH_WINDOW_SECONDS
 from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL
 
-__all__ = ["FailedPodWatcher", "MissingInfo", "job_events", "job_pods", "pod_log_tail"]
+__all__ = ["FailedPodWatcher", "MissingInfo", "job_events", "job_pods", "pod_being_deleted", "pod_log_tail"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,20 @@ def job_pods(cluster: Cluster, namespace: str, job_name: str) -> list[Obj]:
         lambda: cluster.core.list_namespaced_pod(namespace, label_selector=f"{VOLCANO_JOB_NAME_LABEL}={job_name}"),
     )
     return [cluster.to_dict(p) for p in pods.items]
+
+
+def pod_being_deleted(cluster: Cluster, namespace: str, name: str) -> bool:
+    """Whether pod `name` is being deleted (deletionTimestamp set), read with the `list` on pods
+    a step has anyway (a field selector, not a `get`). False when it cannot be read: the
+    caller then does what it does for any cancel."""
+    try:
+        pods = cluster.call(f"look up pod {namespace}/{name}",
+                            lambda: cluster.core.list_namespaced_pod(namespace, field_selector=f"metadata.name={name}",
+                                                                     _request_timeout=10))
+    except Exception as err:  # noqa: BLE001 - a hint only: the cancel goes on either way
+        log.warning("cannot tell whether pod %s/%s is being deleted: %s", namespace, name, err)
+        return False
+    return any(p.metadata.deletion_timestamp is not None for p in pods.items)
 
 
 def job_events(cluster: Cluster, namespace: str, involved_name: str, missing: MissingInfo) -> list[Obj]:

@@ -328,6 +328,31 @@ def parse_tolerations(field: str, raw: Any) -> list[dict[str, Any]]:
     return parsed
 
 
+OWNER_FORM = "API_VERSION/KIND/NAME/UID, e.g. argoproj.io/v1alpha1/Workflow/nightly-x7k2p/0f9c2c1e-..."
+_KIND = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
+_API_VERSION = re.compile(r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|beta)[0-9]+)?")
+_UID = re.compile(r"[A-Za-z0-9-]{1,128}")
+
+
+def owner_reference(field: str, raw: str) -> dict[str, Any]:
+    """`API_VERSION/KIND/NAME/UID` to an ownerReference. Not the controller (the owner is not
+    what reconciles the object) and blockOwnerDeletion false: deleting the owner deletes the
+    object in the background, and whoever creates it needs no update right on the owner's
+    finalizers (the OwnerReferencesPermissionEnforcement admission plugin asks for that only
+    with blockOwnerDeletion true)."""
+    if not isinstance(raw, str):
+        fail(field, raw, OWNER_FORM)
+    parts = raw.rsplit("/", 3)
+    if len(parts) != 4:
+        fail(field, raw, OWNER_FORM)
+    api_version, kind, name, uid = parts
+    if not _API_VERSION.fullmatch(api_version) or not _KIND.fullmatch(kind) or not _UID.fullmatch(uid):
+        fail(field, raw, OWNER_FORM)
+    check_dns_subdomain(field, name)
+    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": False,
+            "blockOwnerDeletion": False}
+
+
 def check_manifest_size(manifest: Mapping[str, Any]) -> None:
     """The rendered Job must fit what the API server (etcd) stores: check before sending."""
     size = utf8_size(json.dumps(manifest, separators=(",", ":"), ensure_ascii=False))

@@ -70,6 +70,9 @@ class Policy:
     run_id: str | None = arg(None, "run identity: a re-run with the same id attaches instead of creating (default "
                                    "$VPIPE_RUN_ID, else a new one)", spec="job.run_id")
     labels: Mapping[str, str] | None = arg(None, "labels on the job and its pods", spec="job.labels")
+    owner: str | None = arg(None, "owner of the job, API_VERSION/KIND/NAME/UID in the job's namespace (e.g. an Argo "
+                                  "Workflow: argoproj.io/v1alpha1/Workflow/NAME/UID): deleting the owner deletes the "
+                                  "job (Kubernetes' garbage collector)", spec="job.owner")
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,10 @@ class Run:
     namespace: str | None = arg(None, "namespace of the job (default: the context's namespace, else default)")
     timeout: float | None = arg(None, "seconds to wait before the job is aborted and the step fails")
     on_cancel: OnCancel = arg("delete", "what SIGTERM / Ctrl-C does to the job: delete, abort or keep")
+    on_pod_deleted: OnCancel | None = arg(
+        None, "what SIGTERM does to the job when it comes because the step's own pod is being deleted (evicted, "
+              "drained, deleted; $VPIPE_POD_NAME names the pod): keep lets a retried step attach to the job "
+              "(default: as on_cancel)")
     dry_run: bool = arg(False, "build and check the job; create nothing")
     wait: bool = arg(True, "wait for the job to finish (false: submit and return)")
     log_lines: int = arg(20, "last log lines of a failed pod to report")

@@ -138,6 +138,9 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
         check_positive_seconds("timeout", timeout)
     if on_cancel not in ON_CANCEL_CHOICES:
         raise InputError("on_cancel", on_cancel, f"one of {', '.join(ON_CANCEL_CHOICES)}")
+    on_pod_deleted = run["on_pod_deleted"]
+    if on_pod_deleted is not None and on_pod_deleted not in ON_CANCEL_CHOICES:
+        raise InputError("on_pod_deleted", on_pod_deleted, f"one of {', '.join(ON_CANCEL_CHOICES)}")
     log_lines = run["log_lines"]
     if not isinstance(log_lines, int) or not 0 <= log_lines <= 10_000:
         raise InputError("log_lines", log_lines, "an integer from 0 to 10000")
@@ -169,7 +172,8 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
         manifest = render(name, namespace=target.cluster.namespace, **arguments)
     from volcano_pipelines.steps._waiting import WaitPolicy, run as run_job  # not needed to render
 
-    policy = WaitPolicy(timeout_seconds=timeout, on_cancel=on_cancel, wait=run["wait"], log_lines=log_lines)
+    policy = WaitPolicy(timeout_seconds=timeout, on_cancel=on_cancel, on_pod_deleted=on_pod_deleted, wait=run["wait"],
+                        log_lines=log_lines)
     with train_spec.named_by_params():  # what the cluster refuses (a missing queue) names the argument too
         return run_job(target, manifest, policy, progress)
 

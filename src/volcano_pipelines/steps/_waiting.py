@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend, Job, JobSession
-from volcano_pipelines.errors import WorkFailed
+from volcano_pipelines.errors import ClusterError, WorkFailed
 from volcano_pipelines.labels import RUN_LABEL
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.steps._results import TrainResult
@@ -32,7 +32,7 @@ from volcano_pipelines.volcano.status import (
     pod_failure,
 )
 
-__all__ = ["ON_CANCEL_CHOICES", "Cancelled", "WaitPolicy", "job_result", "run"]
+__all__ = ["ON_CANCEL_CHOICES", "Cancelled", "PodDeleted", "WaitPolicy", "job_result", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 class WaitPolicy:
     timeout_seconds: float | None = None  # None: wait as long as it takes
     on_cancel: str = "delete"  # what SIGTERM / Ctrl-C does to the job: delete | abort | keep
+    # What SIGTERM does when the step's own pod is being deleted (a lost pod that a retry will
+    # replace, e.g. Argo's retryStrategy on Error nodes); None: as on_cancel.
+    on_pod_deleted: str | None = None
     wait: bool = True
     log_lines: int = 20
     # How long one watch request may stay open once the job runs (each return is a chance to
@@ -59,6 +62,11 @@ class WaitPolicy:
 
 class Cancelled(WorkFailed):
     """The step was asked to stop (SIGTERM from a cancelled pipeline, or Ctrl-C)."""
+
+
+class PodDeleted(ClusterError):
+    """SIGTERM came because the step's own pod is being deleted (evicted, drained, deleted by
+    hand): not the work's failure but the platform's (exit 3), and a retry re-attaches."""
 
 
 def run(
@@ -85,8 +93,14 @@ def run(
             try:
                 return _Waiter(session, job, created, policy, progress, clock, backend.name, started).wait()
             except Cancelled as err:
+                pod_deleted = _own_pod_deleted(backend, policy)
+                action = policy.on_pod_deleted if pod_deleted and policy.on_pod_deleted else policy.on_cancel
                 with _hurry_on_signal(session, progress, handle_signals):
-                    done = _cancel(session, policy.on_cancel)
+                    done = _cancel(session, action)
+                if pod_deleted:
+                    # Exit 3, not 1: the step did not fail, its pod was taken away (a retry attaches).
+                    raise PodDeleted(f"{err} while this step's pod was being deleted; job {meta['namespace']}/"
+                                     f"{meta['name']} {done} (on_pod_deleted={action})") from None
                 raise Cancelled(f"{err}; job {meta['namespace']}/{meta['name']} {done}") from None
 
 
@@ -229,6 +243,15 @@ class _Waiter:
         )
         self.progress.job(self.name, job_status(final), None)
         return result
+
+
+def _own_pod_deleted(backend: Backend, policy: WaitPolicy) -> bool:
+    """Whether the cancel came because the step's own pod is being deleted (asked only when
+    on_pod_deleted is set, of a backend that can tell)."""
+    if policy.on_pod_deleted is None:
+        return False
+    own_pod_deleted = getattr(backend, "own_pod_deleted", None)
+    return bool(own_pod_deleted is not None and own_pod_deleted())
 
 
 def _cancel(session: JobSession, on_cancel: str) -> str:

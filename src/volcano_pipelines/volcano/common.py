@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from volcano_pipelines.kube import pods as kube_pods
+from volcano_pipelines.kube.validate import owner_reference
 from volcano_pipelines.labels import identity_labels
 from volcano_pipelines.volcano.entrypoint import CODE_DIR
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, Role, Storage
@@ -170,13 +171,11 @@ def job_envelope(
         spec["ttlSecondsAfterFinished"] = job.ttl
     if job.priority_class:
         spec["priorityClassName"] = job.priority_class
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "metadata": {
-            "name": job.name,
-            "namespace": job.namespace,
-            "labels": {**job.labels, **identity_labels(step, job.run_id)},
-        },
-        "spec": spec,
+    metadata: dict[str, Any] = {
+        "name": job.name,
+        "namespace": job.namespace,
+        "labels": {**job.labels, **identity_labels(step, job.run_id)},
     }
+    if job.owner is not None:
+        metadata["ownerReferences"] = [owner_reference("job.owner", job.owner)]
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}

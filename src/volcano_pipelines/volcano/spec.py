@@ -81,6 +81,7 @@ class JobOptions:
     service_account: str | None = None
     run_id: str | None = None
     labels: dict[str, str] = field(default_factory=dict)  # on the Job and every pod
+    owner: str | None = None  # API_VERSION/KIND/NAME/UID: metadata.ownerReferences of the Job
     restart_on_failure: bool = True  # PodFailed -> RestartJob (bounded by max_retry), else TerminateJob
 
 

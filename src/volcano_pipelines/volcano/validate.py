@@ -26,6 +26,7 @@ from volcano_pipelines.kube.validate import (
     check_label_value,
     check_labels,
     check_user_labels,
+    owner_reference,
     check_positive,
     check_quantity,
     check_relative_path,
@@ -190,6 +191,8 @@ def check_job_options(job: JobOptions, task_replicas: Mapping[str, int], *, alwa
         if not job.run_id:
             fail("job.run_id", job.run_id, "a non-empty label value")
     check_user_labels("job.labels", job.labels)
+    if job.owner is not None:
+        owner_reference("job.owner", job.owner)
 
 
 def tf_task_replicas(spec: TFJobSpec) -> dict[str, int]:

@@ -23,6 +23,7 @@ from volcano_pipelines.argo.inputs import FIXED_BY_POD, output_names
 from volcano_pipelines.argo.outputs import output_files
 from volcano_pipelines.steps.params import params
 from volcano_pipelines.steps._results import TrainResult
+from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps._train import render_mpi, render_tf
 
 ARTIFACTS = argo_compile.artifacts()
@@ -71,8 +72,8 @@ def test_every_flag_of_the_step_is_a_parameter_with_the_signature_default(name: 
             continue
         if action.option_strings:
             flag = next(f for f in action.option_strings if f.startswith("--"))
-            assert {flag, "?" + flag, "!" + flag, "*" + flag} & flags_in_args, f"{flag} is not passed by {name}"
-        if ":" in action.dest or base == "run_id":
+            assert {flag, "?" + flag, "!" + flag, "*" + flag, "#" + flag} & flags_in_args, f"{flag} is not passed by {name}"
+        if ":" in action.dest or base == "run_id" or base in dict(spec.fixed):
             continue
         param = step_params[base]
         argo_name = base.replace("_", "-")
@@ -84,6 +85,8 @@ def test_every_flag_of_the_step_is_a_parameter_with_the_signature_default(name: 
             assert inputs[argo_name]["enum"] == ["true", "false"]
         elif param.default is None:
             assert inputs[argo_name]["default"] == ""
+        elif argo_name in templates.TEMPLATE_DEFAULTS:
+            assert inputs[argo_name]["default"] == templates.TEMPLATE_DEFAULTS[argo_name]
         elif isinstance(param.default, (int, float, str)):
             assert inputs[argo_name]["default"] == str(param.default)
         if param.help:
@@ -123,28 +126,79 @@ def test_argo_does_not_read_the_cli() -> None:
         assert "_actions" not in path.read_text(), path
 
 
-def test_where_the_step_runs_is_fixed_by_the_pod_and_the_run_id_is_the_workflow_uid() -> None:
-    tmpl = template(load("train-tf.yaml"))
+@pytest.mark.parametrize("name", ["train-tf", "train-mpi"])
+def test_where_the_step_runs_is_fixed_by_the_pod_and_the_run_id_is_the_workflow_uid(name: str) -> None:
+    tmpl = template(load(f"{name}.yaml"))
     names = {p["name"] for p in tmpl["inputs"]["parameters"]}
-    assert not names & {"kubeconfig", "context", "backend", "local-dir", "run-id"}
+    # Nothing only the local backend uses, nothing the workflow decides (its namespace, its uid).
+    assert not names & {"kubeconfig", "context", "backend", "local-dir", "local-data-dir", "local-log-dir", "run-id",
+                        "namespace", "owner", "on-pod-deleted"}
     args = tmpl["container"]["args"]
     assert args[args.index("--run-id") + 2] == "{{workflow.uid}}"
+    assert args[args.index("--namespace") + 2] == "{{workflow.namespace}}"
+    # The Workflow owns the job (deleting it deletes the job), and a lost step pod keeps it.
+    assert args[args.index("--owner") + 2] == "argoproj.io/v1alpha1/Workflow/{{workflow.name}}/{{workflow.uid}}"
+    assert args[args.index("--on-pod-deleted") + 2] == "keep"
+    assert {"name": "VPIPE_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in \
+        tmpl["container"]["env"]
 
 
-@pytest.mark.parametrize("name", ["train-tf", "train-mpi"])
+def test_the_owner_becomes_an_owner_reference_that_needs_no_finalizer_right() -> None:
+    manifest = render_tf("mnist", owner="argoproj.io/v1alpha1/Workflow/train-x7k2p/5b0c-11ee-9f3a")
+    assert manifest["metadata"]["ownerReferences"] == [{
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": "train-x7k2p", "uid": "5b0c-11ee-9f3a",
+        "controller": False, "blockOwnerDeletion": False}]
+    assert "ownerReferences" not in render_tf("mnist")["metadata"]
+    for bad in ("Workflow/x/uid", "argoproj.io/v1alpha1/workflow/x/uid", "argoproj.io/v1alpha1/Workflow/X_Y/uid",
+                "argoproj.io/v1alpha1/Workflow/x/"):
+        with pytest.raises(InputError) as info:
+            render_tf("mnist", owner=bad)
+        assert info.value.field == "owner", bad
+
+
+@pytest.mark.parametrize("name", ["train-tf", "train-mpi", "reap"])
 def test_argo_deadline_comes_after_the_step_timeout(name: str) -> None:
-    """The step aborts its job at --timeout; Argo's deadline (which kills the pod) is later."""
+    """The step aborts its job at --timeout; Argo's deadline (which kills the pod) is later.
+    The expression never fails to resolve: a timeout that is not whole seconds gives the
+    margin alone, and the step refuses the value (exit 2: test below)."""
     tmpl = template(load(f"{name}.yaml"))
     timeout = next(p for p in tmpl["inputs"]["parameters"] if p["name"] == "timeout")
     assert "default" not in timeout  # Argo needs a finite deadline
-    match = re.fullmatch(r"\{\{=asInt\(inputs\.parameters\.timeout\) \+ (\d+)\}\}", tmpl["activeDeadlineSeconds"])
-    assert match and int(match.group(1)) == templates.DEADLINE_MARGIN_SECONDS > 0
+    margin = templates.DEADLINE_MARGIN_SECONDS
+    assert tmpl["activeDeadlineSeconds"] == (
+        "{{=inputs.parameters.timeout matches '^[0-9]+$' ? asInt(inputs.parameters.timeout) + " + f"{margin} : {margin}" + "}}")
+    assert "#--timeout" in tmpl["container"]["args"]
 
 
-def test_retries_only_cluster_problems() -> None:
+@pytest.mark.parametrize("value", ["1.5", "1h", "-5", " 60"])
+def test_a_timeout_that_is_not_whole_seconds_is_bad_input(tmp_path: Path, value: str) -> None:
+    run = local_run.run(template(load("train-tf.yaml")), {"name": "mnist", "timeout": value, "dry-run": "true"},
+                        tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert f"invalid --timeout={value}: whole seconds" in run.stderr
+    assert run.outputs["phase"] == ""
+
+
+def test_retries_lost_pods_and_cluster_problems_only() -> None:
     for name in templates.STEPS:
         retry = template(load(f"{name}.yaml"))["retryStrategy"]
-        assert retry["expression"] == "asInt(lastRetry.exitCode) == 3", name
+        # OnFailure never retries an Error node (a deleted or evicted pod): Always, narrowed by
+        # the expression to Error nodes and exit code 3.
+        assert retry["retryPolicy"] == "Always", name
+        assert retry["expression"] == 'lastRetry.status == "Error" || asInt(lastRetry.exitCode) == 3', name
+
+
+@pytest.mark.parametrize(("status", "exit_code", "retried"), [
+    ("Error", "-1", True), ("Error", "0", True), ("Failed", "3", True), ("Failed", "1", False),
+    ("Failed", "2", False), ("Failed", "137", False)])
+def test_retry_expression_reads_as_argo_evaluates_it(status: str, exit_code: str, retried: bool) -> None:
+    """The expression in Python's reading of expr-lang (`||` short-circuits, asInt = int):
+    Argo's controller evaluates it with lastRetry.status and lastRetry.exitCode ("0" when the
+    node has none), operator.go."""
+    expression = templates.RETRY.expression
+    assert expression is not None
+    python = expression.replace("||", "or").replace("asInt", "int")
+    assert eval(python, {"int": int, "lastRetry": type("L", (), {"status": status, "exitCode": exit_code})}) is retried
 
 
 def test_outputs_are_the_scalar_fields_of_the_result() -> None:
@@ -169,6 +223,10 @@ def test_output_files() -> None:
 # --- the container, run for real ------------------------------------------------------------
 
 
+# local_run's workflow (name test-wf, uid 0f9c2c1e-argo-test) as the train templates name it.
+WORKFLOW_OWNER = "argoproj.io/v1alpha1/Workflow/test-wf/0f9c2c1e-argo-test"
+
+
 def _manifest(run: local_run.ContainerRun) -> dict[str, Any]:
     assert run.returncode == 0, run.stderr
     return json.loads(run.outputs["result"])["manifest"]
@@ -189,6 +247,7 @@ def test_train_tf_container_passes_every_kind_of_parameter(tmp_path: Path) -> No
         gpus={"worker": 1}, env={"": {"A": "1"}, "worker": {"B": "two words"}}, labels={"team": "vision"},
         image_pull_secrets=["reg1", "reg2"], tolerations={"worker": ["gpu=yes:NoSchedule"]},
         code_url="http://files.example/mnist/", args=["--epochs", "5", tricky], run_id="0f9c2c1e-argo-test",
+        owner=WORKFLOW_OWNER, queue="vpipe",
     )
     assert _manifest(run) == expected
     assert not list(tmp_path.rglob("pwned*")), "a parameter was run by a shell"
@@ -201,7 +260,8 @@ def test_train_mpi_container_with_defaults(tmp_path: Path) -> None:
              "mpiexec-args": "-x\nOMP_NUM_THREADS=1"}
     run = local_run.run(template(load("train-mpi.yaml")), given, tmp_path)
     expected = render_mpi("allreduce", command=["python3", "allreduce.py", "--steps", "10"],
-                          mpiexec_args=["-x", "OMP_NUM_THREADS=1"], run_id="0f9c2c1e-argo-test")
+                          mpiexec_args=["-x", "OMP_NUM_THREADS=1"], run_id="0f9c2c1e-argo-test",
+                          owner=WORKFLOW_OWNER, queue="vpipe")
     assert _manifest(run) == expected
 
 
@@ -274,7 +334,7 @@ def test_train_and_serve_wires_every_required_input() -> None:
     # One data PVC: the sync step fills it, the training job reads it.
     assert sync_args["data-pvc"] == train_args["data-pvc"] == "{{workflow.parameters.data-pvc}}"
     assert sync_args["dst"] == templates.DATA_MOUNT
-    assert train_args["namespace"] == "{{workflow.namespace}}"
+    assert "namespace" not in train_args  # the train template's own: the workflow's
     assert declared["data-pvc"]["value"] == "vpipe-data" and declared["log-pvc"]["value"] == "vpipe-logs"
     assert "value" not in declared["sync-src"] and "value" not in declared["timeout"]
     # The lifecycle steps act on the job train created, in the workflow's namespace, on the log PVC.
@@ -301,7 +361,8 @@ def test_lifecycle_workflow_parameters_carry_the_signature_defaults(prefix: str,
     wired = next(w for name, _, w, _ in templates.LIFECYCLE if name == step)
     left_out = next(lo for name, _, _, lo in templates.LIFECYCLE if name == step)
     for name, param in inputs.items():
-        if name in wired or name in left_out:
+        if name in wired or name in left_out or name in templates.PIPELINE_LEFT_OUT:
+            assert prefix + name not in declared, name
             continue
         given = declared[prefix + name]
         expected = templates.LIFECYCLE_DEFAULTS.get(prefix + name, param.get("default"))

@@ -8,7 +8,8 @@ import pytest
 from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, failed_pod, job
 from volcano_pipelines.backends.base import Scheduling
 from volcano_pipelines.progress import Progress
-from volcano_pipelines.steps._waiting import Cancelled, WaitPolicy, run
+from volcano_pipelines.errors import EXIT_CLUSTER
+from volcano_pipelines.steps._waiting import Cancelled, PodDeleted, WaitPolicy, run
 from volcano_pipelines.volcano.status import JobStatus
 from volcano_pipelines.volcano.tf import build_tf_job
 from volcano_pipelines.volcano.spec import JobOptions, TFJobSpec
@@ -126,6 +127,34 @@ def test_cancel_applies_on_cancel(on_cancel: str, expected: list[str]) -> None:
     done = {"delete": "deleted", "abort": "aborted", "keep": "kept"}[on_cancel]
     assert str(info.value) == f"cancelled by SIGTERM; job ns/j {done}"
     assert backend.open_sessions == 0
+
+
+@pytest.mark.parametrize("pod_deleted", [True, False])
+def test_sigterm_while_the_steps_own_pod_is_deleted_applies_on_pod_deleted(pod_deleted: bool) -> None:
+    """A lost step pod (deleted, evicted) gets SIGTERM like a cancelled run: with
+    on_pod_deleted=keep the job goes on for the retried step to attach to, and the step exits 3
+    (the platform's problem, which Argo's retry expression retries). A real cancel still deletes."""
+    clock = FakeClock()
+    backend = MemoryBackend([job("Running"), Cancelled("cancelled by SIGTERM")], clock)
+    backend.own_pod_deleted = lambda: pod_deleted  # type: ignore[attr-defined]
+    with pytest.raises(Cancelled if not pod_deleted else PodDeleted) as info:
+        wait(backend, clock, on_cancel="delete", on_pod_deleted="keep")
+    deleted = [c for c in backend.calls if c in ("delete", "abort")]
+    if pod_deleted:
+        assert deleted == [] and info.value.exit_code == EXIT_CLUSTER
+        assert "pod was being deleted; job ns/j kept (on_pod_deleted=keep)" in str(info.value)
+    else:
+        assert deleted == ["delete"] and str(info.value) == "cancelled by SIGTERM; job ns/j deleted"
+
+
+def test_on_pod_deleted_unset_never_asks_about_the_pod() -> None:
+    clock = FakeClock()
+    backend = MemoryBackend([job("Running"), Cancelled("cancelled by SIGTERM")], clock)
+    asked: list[bool] = []
+    backend.own_pod_deleted = lambda: asked.append(True) or True  # type: ignore[attr-defined]
+    with pytest.raises(Cancelled):
+        wait(backend, clock, on_cancel="delete")
+    assert asked == [] and "delete" in backend.calls
 
 
 def test_job_deleted_before_it_finished() -> None:

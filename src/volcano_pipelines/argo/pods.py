@@ -1,0 +1,61 @@
+"""What every step pod of the Argo templates gets, whatever the step: its program, its
+retries, the restricted Pod Security settings, its own pod name, and how long pods and
+workflows are kept."""
+
+from __future__ import annotations
+
+from hera.workflows import RetryStrategy
+from hera.workflows.models import (
+    Backoff,
+    Capabilities,
+    EnvVar,
+    EnvVarSource,
+    IntOrString,
+    ObjectFieldSelector,
+    PodGC,
+    PodSecurityContext,
+    Quantity,
+    ResourceRequirements,
+    SeccompProfile,
+    SecurityContext,
+    TTLStrategy,
+)
+
+from volcano_pipelines.labels import POD_NAME_ENV
+
+__all__ = ["CONTAINER_SECURITY", "POD_GC", "POD_NAME", "POD_SECURITY", "RETRY", "RUN_COMMAND", "TTL", "resources"]
+
+# Retried: a lost pod (an Error node: the pod was deleted, evicted or lost with its node;
+# Argo gives such a node no exit code, or -1) and exit code 3 (a cluster / remote-system
+# problem: unreachable API server or NameNode; also what a step exits with when SIGTERM came
+# because its own pod was being deleted). Safe, because a retried step attaches to the job of its
+# run ({{workflow.uid}}) and sync is incremental. Exit 1 (the work failed) and 2 (bad input)
+# are final. retryPolicy Always: OnFailure never retries an Error node.
+RETRY = RetryStrategy(limit="3", retry_policy="Always",
+                      expression='lastRetry.status == "Error" || asInt(lastRetry.exitCode) == 3',
+                      backoff=Backoff(duration="10s", factor=IntOrString(root="2")))
+# The container's only program (argo/run.py): turns SPEC VALUE pairs (argo/inputs.py) into
+# vpipe's argv, runs vpipe (which takes SIGTERM itself), writes the output files. No shell.
+RUN_COMMAND = ["python3", "-m", "volcano_pipelines.argo.run"]
+# The restricted Pod Security level: the runtime image's user (images/runtime: uid 1000), no
+# privilege escalation, no capabilities, the runtime's default seccomp profile. The pod-level
+# part covers Argo's own init and wait containers too (their container-level settings come
+# from the controller's `executor.securityContext`, docs/argo.md).
+RUNTIME_UID = 1000
+POD_SECURITY = PodSecurityContext(run_as_non_root=True, run_as_user=RUNTIME_UID, run_as_group=RUNTIME_UID,
+                                  seccomp_profile=SeccompProfile(type="RuntimeDefault"))
+CONTAINER_SECURITY = SecurityContext(allow_privilege_escalation=False, capabilities=Capabilities(drop=["ALL"]),
+                                     run_as_non_root=True, seccomp_profile=SeccompProfile(type="RuntimeDefault"))
+# The step's own pod name: a SIGTERM while it is being deleted means a lost pod (on_pod_deleted).
+POD_NAME = EnvVar(name=POD_NAME_ENV, value_from=EnvVarSource(field_ref=ObjectFieldSelector(field_path="metadata.name")))
+# Workflow pods are deleted when the workflow succeeds (a failed one keeps them for its logs);
+# workflows are deleted a day after success, a week after failure (which also deletes, through
+# the ownerReference, the Volcano Jobs they created).
+POD_GC = PodGC(strategy="OnWorkflowSuccess")
+TTL = TTLStrategy(seconds_after_success=86400, seconds_after_failure=7 * 86400)
+
+
+def resources(requests: dict[str, str]) -> ResourceRequirements:
+    """Requests, and memory's as the limit (CPU is not limited: a CPU limit throttles)."""
+    return ResourceRequirements(requests={k: Quantity(root=v) for k, v in requests.items()},
+                                limits={"memory": Quantity(root=requests["memory"])})

@@ -1,0 +1,178 @@
+"""The shipped `vpipe-train-tf` WorkflowTemplate under Argo v4.0.5's real controller, every
+pod on the real node, faults caused the way Argo and Kubernetes cause them:
+
+* `spec.shutdown: Stop` and `Terminate` in the middle of training (what `argo stop` /
+  `argo terminate` patch): the controller execs `argoexec kill 15 1` in the step pod, emissary
+  forwards SIGTERM to the launcher's process group, vpipe deletes its job. No Volcano Job and no
+  training pod is left; the time that takes is printed;
+* the Workflow deleted in the middle of training: the garbage collector deletes the job
+  through its ownerReference;
+* the train step's pod deleted in the middle of training: the kubelet's SIGTERM finds the pod
+  being deleted, vpipe keeps the job and exits 3, Argo retries the node (retryPolicy Always),
+  the new pod attaches to the same job, the Workflow succeeds, and the audit log shows exactly
+  one Volcano Job created;
+* a timeout that is not whole seconds: the Workflow fails with the step's exit-2 message, not
+  a pod-creation parse error.
+
+Every request of the step pods and of argoexec (the ServiceAccount `vpipe-runner`) was granted.
+Test-only settings: the tiny run.sh (tests/argo/support.py), the real node's selector and
+toleration, small CPU and memory requests."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.argo import support
+from tests.argo.test_workflows import GROUP, VERSION, _why, placement, submit, wait_finished, workflow
+from tests.integration.waiting import wait_for
+from volcano_pipelines.images import TF_TRAINER_IMAGE
+
+pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers]
+
+VOLCANO = ("batch.volcano.sh", "v1alpha1")
+
+
+def train_parameters(real_node: Any, url: str, name: str, work_seconds: int, timeout: str = "600") -> dict[str, str]:
+    taint = real_node.taint
+    return {
+        "name": name, "timeout": timeout, "image": TF_TRAINER_IMAGE, "code-url": f"{url}/tiny/",
+        "ps": "1", "workers": "1", "ps-cpu": "20m", "worker-cpu": "20m", "ps-memory": "128Mi",
+        "worker-memory": "128Mi", "env": f"TINY_WORK_SECONDS={work_seconds}", "queue": "default",
+        "node-selector": f"{real_node.label}={real_node.label_value}",
+        "tolerations": f"{taint['key']}={taint['value']}:{taint['effect']}",
+    }
+
+
+def submit_train(api: Any, namespace: str, real_node: Any, parameters: dict[str, str]) -> str:
+    """Submit a Workflow from the shipped template. The controller resolves workflowTemplateRef
+    from its informer's cache: a Workflow submitted right after the template was created can
+    end in Error ("... not found"); that one is deleted and submitted again (a race of the
+    test's set-up, not of the product)."""
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Workflow", "metadata": {"generateName": "fault-"},
+        "spec": {"workflowTemplateRef": {"name": "vpipe-train-tf"}, **placement(real_node),
+                 "arguments": {"parameters": [{"name": k, "value": v} for k, v in parameters.items()]}},
+    }
+    for _attempt in range(10):
+        name = str(submit(api, namespace, body)["metadata"]["name"])
+        status = wait_for(f"workflow {name} started", lambda name=name: workflow(api, namespace, name).get("status"),
+                          timeout=60)
+        if "not found" not in str(status.get("message", "")):
+            return name
+        client.CustomObjectsApi(api).delete_namespaced_custom_object(GROUP, VERSION, namespace, "workflows", name)
+        time.sleep(2)
+    raise AssertionError("the controller never found the WorkflowTemplate vpipe-train-tf")
+
+
+def jobs(api: Any, namespace: str) -> dict[str, dict[str, Any]]:
+    items = client.CustomObjectsApi(api).list_namespaced_custom_object(*VOLCANO, namespace, "jobs")["items"]
+    return {j["metadata"]["name"]: j for j in items}
+
+
+def training_pods(core: Any, namespace: str, job: str) -> list[Any]:
+    return core.list_namespaced_pod(namespace, label_selector=f"volcano.sh/job-name={job}").items
+
+
+def step_pods(core: Any, namespace: str, wf_name: str) -> list[Any]:
+    return core.list_namespaced_pod(namespace, label_selector=f"workflows.argoproj.io/workflow={wf_name}").items
+
+
+def running(api: Any, namespace: str, job: str) -> bool:
+    found = jobs(api, namespace).get(job)
+    return bool(found) and found.get("status", {}).get("state", {}).get("phase") == "Running"
+
+
+def job_creations(audit_log: Path, namespace: str) -> list[tuple[str, int]]:
+    """(job name, HTTP code) of every `create` of a Volcano Job in `namespace` (audit log)."""
+    out = []
+    for line in audit_log.read_text().splitlines():
+        event = json.loads(line)
+        ref = event.get("objectRef") or {}
+        if (event.get("stage") == "ResponseComplete" and event.get("verb") == "create"
+                and ref.get("resource") == "jobs" and ref.get("apiGroup") == "batch.volcano.sh"
+                and ref.get("namespace") == namespace):
+            out.append((ref.get("name") or (event.get("requestObject") or {}).get("metadata", {}).get("name", ""),
+                        int((event.get("responseStatus") or {}).get("code", 0))))
+    return out
+
+
+@pytest.fixture
+def shipped(cluster: Any, namespace: str, argo: Any) -> Any:
+    api = cluster.api_client()
+    objects = support.base_objects(namespace)
+    support.apply_objects(api, namespace, objects)
+    support.apply_objects(api, namespace, support.load("pipelines/argo/train-tf.yaml"))
+    yield api
+    support.delete_cluster_scoped(api, objects)
+
+
+def test_stop_terminate_and_delete_leave_no_job_and_no_training_pod(cluster: Any, namespace: str, real_node: Any,
+                                                                     shipped: Any, tmp_path: Path) -> None:
+    plane = cluster.require_local()
+    api, core = shipped, client.CoreV1Api(shipped)
+    custom = client.CustomObjectsApi(api)
+    with support.code_server(real_node.gateway_ip, support.tiny_code(tmp_path)) as url:
+        names = {how: submit_train(api, namespace, real_node, train_parameters(real_node, url, f"f-{how}", 600))
+                 for how in ("stop", "terminate", "delete")}
+        for how in names:
+            wait_for(f"job f-{how} Running", lambda how=how: running(api, namespace, f"f-{how}"), timeout=300)
+        owners = {how: jobs(api, namespace)[f"f-{how}"]["metadata"].get("ownerReferences") for how in names}
+        started: dict[str, float] = {}
+        for how in ("stop", "terminate"):
+            started[how] = time.monotonic()
+            custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "workflows", names[how],
+                                                  {"spec": {"shutdown": how.capitalize()}})
+        started["delete"] = time.monotonic()
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "workflows", names["delete"])
+        # One poll for all three, so each time is its own (not the sum of the waits before it).
+        took: dict[str, dict[str, float]] = {how: {} for how in names}
+
+        def all_gone() -> bool:
+            present = jobs(api, namespace)
+            for how in names:
+                now = time.monotonic() - started[how]
+                if f"f-{how}" not in present:
+                    took[how].setdefault("job", now)
+                    if not training_pods(core, namespace, f"f-{how}"):
+                        took[how].setdefault("pods", now)
+            return all("pods" in t for t in took.values())
+
+        wait_for("no job and no training pod left", all_gone, timeout=240, interval=0.5,
+                 explain=lambda: str(took))
+        ended = {how: wait_finished(api, namespace, names[how], timeout=180) for how in ("stop", "terminate")}
+
+    for how in names:
+        (owner,) = owners[how]
+        assert owner["kind"] == "Workflow" and owner["name"] == names[how] and owner["blockOwnerDeletion"] is False
+    for how, wf in ended.items():
+        assert wf["status"]["phase"] == "Failed", _why(wf)
+        (owner,) = owners[how]
+        assert owner["uid"] == wf["metadata"]["uid"]
+    refused, _allowed = support.service_account_accesses(plane.audit_log, namespace, "vpipe-runner")
+    assert refused == [], f"refused: {refused}"
+    for how in names:
+        print(f"\n{how}: job deleted {took[how]['job']:.1f} s, no training pod {took[how]['pods']:.1f} s after "
+              f"{'the patch of spec.shutdown' if how != 'delete' else 'the Workflow was deleted'}", end="")
+    print()
+
+
+def test_a_timeout_that_is_not_whole_seconds_fails_with_the_steps_message(cluster: Any, namespace: str,
+                                                                           real_node: Any, shipped: Any) -> None:
+    api = shipped
+    name = submit_train(api, namespace, real_node, {**train_parameters(real_node, "http://unused", "badtimeout", 5),
+                                                    "timeout": "1.5"})
+    finished = wait_finished(api, namespace, name, timeout=180)
+    assert finished["status"]["phase"] == "Failed", _why(finished)
+    (node,) = [n for n in finished["status"]["nodes"].values() if n.get("type") == "Pod"]
+    assert node.get("outputs", {}).get("exitCode") == "2", node  # not retried: exit 2 is final
+    core = client.CoreV1Api(api)
+    (pod,) = step_pods(core, namespace, name)
+    log = core.read_namespaced_pod_log(pod.metadata.name, namespace, container="main")
+    assert "invalid --timeout=1.5: whole seconds" in log, (node, log)
+    assert jobs(api, namespace) == {}  # nothing was created
