@@ -77,7 +77,7 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
                                   "write from the fsync and cleanup that belong to it"),
     "transfer/plan.py": (450, "the pure planning rules (the march of source against destination) with the "
                               "deletion bounds; candidates to split: the glob filter"),
-    "transfer/sources.py": (420, "HDFS (native and WebHDFS) and fsspec sources with their retry rules"),
+    "transfer/sources.py": (440, "HDFS (native and WebHDFS) and fsspec sources with their retry rules; WebHDFS data reads are already in transfer/webhdfs.py, to split: the listing from the open paths"),
     "steps/_sync.py": (540, "the sync step's argument checks (and their help), result and report; to split: the result type"),
     "k8s/apps.py": (480, "Deployments, Services, scale, events and their watches for the lifecycle steps; "
                          "to split: the rollout watch"),
