@@ -367,3 +367,35 @@ def test_dry_run_and_kserve_describe_what_they_render(no_cluster: None) -> None:
     assert kserve.succeeded and kserve.target == "kserve" and kserve.namespace == "ml"
     assert [m["kind"] for m in kserve.manifests or []] == ["InferenceService"]
     assert kserve.message == "rendered a KServe InferenceService; nothing was applied"
+
+
+def test_a_rollback_says_so_and_waits_for_the_old_template_even_without_a_hash(fake, export: Path) -> None:  # type: ignore[no-untyped-def]
+    previous = previous_deployment()
+    del previous["spec"]["template"]["metadata"]["annotations"]  # applied by something else: no hash of ours
+    api: FakeApps = fake(previous, [FAILED, DONE])
+    notes = Notes()
+    with standin("model", [(200, status_body((2, "AVAILABLE")))]) as tfs:
+        result = serve("model", pvc="logs", rest_url=tfs.url, model_dir_local=str(export), timeout=5, progress=notes)
+    assert result.rolled_back and api.calls[-1] == ("wait", "")
+    assert "serve ns/model: rolling back to the previous revision" in notes.lines
+    assert "manifests" not in result.to_dict() and result.to_dict()["rolled_back"] is True
+
+
+def test_prune_skips_files_and_links_inside_the_model_directory(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    model = _export(tmp_path / "m", "3", "4")
+    (model / "1").write_text("a file named like a version")
+    (model / "copy").mkdir()
+    (model / "2").symlink_to(model / "copy")  # a link to a directory inside the model directory
+    names = {1: "1", 2: "2", 3: "3", 4: "4"}
+    with caplog.at_level("WARNING"):
+        assert serving._prune(str(model), names, keep=1, served=[4]) == [3]
+    assert (model / "1").is_file() and (model / "copy").is_dir() and (model / "2").is_symlink()
+    assert not (model / "3").exists() and (model / "4").is_dir()
+    assert f"not pruning {model / '1'}: not a version directory inside {model}" in caplog.text
+    assert f"not pruning {model / '2'}" in caplog.text
+
+
+def test_a_non_json_constant_is_named() -> None:
+    with pytest.raises(InputError) as err:
+        _payload('{"instances": [NaN]}')
+    assert "NaN is not JSON" in str(err.value)

@@ -59,9 +59,10 @@ class FakeApps:
             self.deployment = copy.deepcopy(applied)
         return applied
 
-    def patch(self, _cluster: Any, api: str, kind: str, ns: str, name: str, body: Any, **kw: Any) -> dict[str, Any]:
+    def patch(self, cluster: Any, api: str, kind: str, ns: str, name: str, body: Any, **kw: Any) -> dict[str, Any]:
         self.calls.append(("patch", kind, name))
-        assert kw.get("json_patch") and body[0]["path"] == "/spec/template"
+        assert isinstance(cluster, FakeCluster) and api == "apps/v1" and ns == NS
+        assert kw.get("json_patch") and body[0]["path"] == "/spec/template" and body[0]["op"] == "replace"
         assert self.deployment is not None
         self.deployment["spec"]["template"] = copy.deepcopy(body[0]["value"])
         return copy.deepcopy(self.deployment)
@@ -70,7 +71,8 @@ class FakeApps:
         self.calls.append(("wait", template_hash))
         self.rollout_kwargs.append({"namespace": ns, "name": name, **kw})
         assert self.deployment is not None
-        assert self.deployment["spec"]["template"]["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION] == template_hash
+        annotations = self.deployment["spec"]["template"].get("metadata", {}).get("annotations", {})
+        assert annotations.get(TEMPLATE_HASH_ANNOTATION, "") == template_hash
         return self.rollouts.pop(0)
 
     def template(self) -> dict[str, Any]:
