@@ -10,7 +10,7 @@ import sys
 from types import ModuleType
 
 from volcano_pipelines.errors import EXIT_OK, VpipeError
-from volcano_pipelines.examples import copy_examples, examples_dir
+from volcano_pipelines.examples import ExamplesMissing, copy_examples, examples_dir
 
 __all__ = ["register"]
 
@@ -29,14 +29,18 @@ def _quickstart_module() -> ModuleType:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    quickstart = _quickstart_module()
+    try:
+        quickstart: ModuleType | None = _quickstart_module()
+    except ExamplesMissing:
+        quickstart = None  # said when a command runs (exit 1), not as a traceback while parsing
     q = subparsers.add_parser(
         "quickstart", help="run the quickstart (sample data, TF training on this machine, one prediction)",
         description="The quickstart from the examples this install ships (see `vpipe examples --out DIR` for the "
         "code): a sample dataset synced with the real engine, trained by TensorFlow (1 ps + 2 workers + chief) on "
         "the local backend, TensorBoard over the logs, one prediction. Training here needs the [train] extra; "
         "--render needs nothing more.")
-    quickstart.build_parser(q)
+    if quickstart is not None:
+        quickstart.build_parser(q)
     q.set_defaults(handler=lambda args: _quickstart(quickstart, args), parser=q)
     e = subparsers.add_parser(
         "examples", help="copy the examples (quickstart, TF / MPI training code, sample data) into a directory",
@@ -46,7 +50,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     e.set_defaults(handler=_examples, parser=e)
 
 
-def _quickstart(module: ModuleType, args: argparse.Namespace) -> int:
+def _quickstart(module: ModuleType | None, args: argparse.Namespace) -> int:
+    if module is None:
+        examples_dir()  # raises ExamplesMissing, naming what is missing
+        raise AssertionError("unreachable")
     if not args.render and not args.kubeconfig and importlib.util.find_spec("tensorflow") is None:
         raise MissingTrainExtra("training on this machine needs TensorFlow, which is not installed: "
                                 "pip install 'volcano-pipelines[train]' (or --render / --kubeconfig)")

@@ -67,3 +67,20 @@ def test_the_copied_quickstart_runs_on_its_own(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(tmp_path / "ex" / "quickstart.py"), "--render"], capture_output=True,
                           text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 0 and "kind: Job" in done.stdout, done.stderr
+
+
+def test_an_install_without_examples_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from volcano_pipelines import examples
+    from volcano_pipelines.cli import examples as cli_examples
+
+    def missing() -> Path:
+        raise examples.ExamplesMissing("this install has no examples")
+
+    monkeypatch.setattr(examples, "examples_dir", missing)
+    monkeypatch.setattr(cli_examples, "examples_dir", missing)
+    assert main(["quickstart"]) == 1
+    assert main(["examples", "--out", str(tmp_path / "x")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("vpipe: error: this install has no examples") == 2 and "Traceback" not in err
+    assert not (tmp_path / "x").exists()
