@@ -196,15 +196,24 @@ def run_locally(workdir: Path, keep_tensorboard: bool) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """The quickstart's flags, on `parser` when given (`vpipe quickstart` adds them to its own)."""
+    if parser is None:
+        parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", default="vpipe-quickstart", help="where data, logs and job files go")
     parser.add_argument("--render", action="store_true", help="print the job as a Volcano Job and stop")
     parser.add_argument("--kubeconfig", help="submit the job to this cluster instead of running it here")
     parser.add_argument("--code-url", default="http://files.example/tf-ps/",
                         help="where a cluster's pods fetch examples/tf-ps/ (with --render / --kubeconfig)")
     parser.add_argument("--keep-tensorboard", action="store_true", help="keep TensorBoard running at the end")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
 
     def stop(signum: int, _frame: object) -> None:
         raise Stopped(signum)

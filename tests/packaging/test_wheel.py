@@ -86,3 +86,31 @@ def test_kfp_without_hera_compiles_the_kfp_files_a_user_loads(with_kfp: Path, tm
     # The same files as the committed ones (the wheel renders what the checkout does).
     for path in ("components/train_tf.yaml", "pipelines/train-and-serve.yaml"):
         assert (out / path).read_text() == (REPO / path).read_text(), path
+
+
+def test_base_install_ships_the_examples_and_runs_the_quickstart_without_a_checkout(base: Path, tmp_path: Path) -> None:
+    """The quickstart and the training code it serves come from the wheel: `vpipe quickstart
+    --render` renders the job, training without `[train]` names that extra, and `vpipe examples
+    --out DIR` writes the repository's examples, byte for byte, which run from there."""
+    python = base.parent / "python"
+    where = _run([str(python), "-c", "from volcano_pipelines.examples import examples_dir; print(examples_dir())"], tmp_path)
+    assert where.returncode == 0 and "site-packages" in where.stdout and str(REPO) not in where.stdout, where
+    rendered = _run([str(base), "quickstart", "--render", "--code-url", "http://code.example/tf-ps/"], tmp_path)
+    assert rendered.returncode == 0 and "kind: Job" in rendered.stdout and "http://code.example/tf-ps/" in rendered.stdout, \
+        rendered.stderr
+    local = _run([str(base), "quickstart", "--workdir", str(tmp_path / "w")], tmp_path)
+    assert local.returncode == 2 and "pip install 'volcano-pipelines[train]'" in local.stderr, local.stderr
+    assert "Traceback" not in local.stderr and not (tmp_path / "w").exists()
+    out = tmp_path / "examples"
+    copied = _run([str(base), "examples", "--out", str(out)], tmp_path)
+    assert copied.returncode == 0, copied.stderr
+    tracked = subprocess.run(["git", "-C", str(REPO), "ls-files", "examples"], capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert sorted(str(p.relative_to(tmp_path)) for p in out.rglob("*") if p.is_file()) == sorted(tracked)
+    for name in tracked:
+        assert (tmp_path / name).read_bytes() == (REPO / name).read_bytes(), name
+    assert os.access(out / "tf-ps" / "run.sh", os.X_OK)
+    again = _run([str(base), "examples", "--out", str(out)], tmp_path)
+    assert again.returncode == 2 and "nothing was written" in again.stderr
+    own = _run([str(python), str(out / "quickstart.py"), "--render"], tmp_path)
+    assert own.returncode == 0 and "kind: Job" in own.stdout, own.stderr

@@ -199,7 +199,7 @@ def test_a_synopsis_names_real_flags_and_parses(where: str, command: str) -> Non
 @pytest.mark.parametrize(("where", "command"), CONCRETE, ids=[w for w, _ in CONCRETE])
 def test_a_concrete_command_parses_and_runs_where_it_can(where: str, command: str,
                                                          capsys: pytest.CaptureFixture[str],
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+                                                         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     words = shlex.split(command)[1:]
     problem = _parse(words)
     assert problem == "", f"{where}: {command!r} is refused: {problem}"
@@ -209,6 +209,13 @@ def test_a_concrete_command_parses_and_runs_where_it_can(where: str, command: st
         assert code == 0, f"{where}: {command!r} --dry-run: {capsys.readouterr().err}"
     elif words[0] in ("render",) or words[:2] == ["compile", "--check"]:
         assert main(words) == 0, f"{where}: {command!r}: {capsys.readouterr().err}"
+    elif words[0] == "examples":  # into a scratch directory, not the checkout
+        monkeypatch.chdir(tmp_path)
+        assert main(words) == 0, f"{where}: {command!r}: {capsys.readouterr().err}"
+        assert any(tmp_path.rglob("quickstart.py"))
+    elif words[0] == "quickstart":  # trains on this machine (tests/local does that): render its job instead
+        assert main([*words, "--render"]) == 0, f"{where}: {command!r} --render: {capsys.readouterr().err}"
+        assert "kind: Job" in capsys.readouterr().out
 
 
 # --- Python examples ---------------------------------------------------------------------------

@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reap": ("volcano_pipelines.cli.lifecycle", "end parameter servers that outlive their job's completion"),
     "tensorboard": ("volcano_pipelines.cli.lifecycle", "expose TensorBoard over a job's logs and print its URL"),
     "serve": ("volcano_pipelines.cli.lifecycle", "deploy the exported model with TF Serving and wait until it serves"),
+    "quickstart": ("volcano_pipelines.cli.examples", "run the quickstart from the examples this install ships"),
+    "examples": ("volcano_pipelines.cli.examples", "copy the examples (quickstart, training code) into a directory"),
 }
 # Flags whose value may itself start with '-' (`--mpiexec-arg -x`).
 DASH_VALUE_FLAGS = frozenset({"--mpiexec-arg"})

@@ -36,9 +36,15 @@ class FakeApps:
         self.deployment = copy.deepcopy(previous)
         self.rollouts = list(rollouts)
         self.calls: list[tuple[Any, ...]] = []
+        self.pvc_exists = True
+        self.applied: list[dict[str, Any]] = []  # every object apply() got, as sent
+        self.rollout_kwargs: list[dict[str, Any]] = []
 
     def get(self, _cluster: Any, api: str, kind: str, ns: str, name: str) -> dict[str, Any] | None:
+        self.calls.append(("get", kind, ns, name))
         if kind == "PersistentVolumeClaim":
+            if not self.pvc_exists:
+                return None
             return {"metadata": {"name": name, "namespace": ns}}
         if kind == "Deployment":
             return copy.deepcopy(self.deployment)
@@ -46,23 +52,27 @@ class FakeApps:
 
     def apply(self, _cluster: Any, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
         self.calls.append(("apply", obj["kind"], obj["metadata"]["name"]))
+        self.applied.append(copy.deepcopy(obj))
         applied = copy.deepcopy(obj)
         applied["metadata"]["uid"] = f"uid-{obj['kind']}"
         if obj["kind"] == "Deployment":
             self.deployment = copy.deepcopy(applied)
         return applied
 
-    def patch(self, _cluster: Any, api: str, kind: str, ns: str, name: str, body: Any, **kw: Any) -> dict[str, Any]:
+    def patch(self, cluster: Any, api: str, kind: str, ns: str, name: str, body: Any, **kw: Any) -> dict[str, Any]:
         self.calls.append(("patch", kind, name))
-        assert kw.get("json_patch") and body[0]["path"] == "/spec/template"
+        assert isinstance(cluster, FakeCluster) and api == "apps/v1" and ns == NS
+        assert kw.get("json_patch") and body[0]["path"] == "/spec/template" and body[0]["op"] == "replace"
         assert self.deployment is not None
         self.deployment["spec"]["template"] = copy.deepcopy(body[0]["value"])
         return copy.deepcopy(self.deployment)
 
-    def wait_for_rollout(self, _cluster: Any, ns: str, name: str, *, template_hash: str, **_: Any) -> Rollout:
+    def wait_for_rollout(self, _cluster: Any, ns: str, name: str, *, template_hash: str, **kw: Any) -> Rollout:
         self.calls.append(("wait", template_hash))
+        self.rollout_kwargs.append({"namespace": ns, "name": name, **kw})
         assert self.deployment is not None
-        assert self.deployment["spec"]["template"]["metadata"]["annotations"][TEMPLATE_HASH_ANNOTATION] == template_hash
+        annotations = self.deployment["spec"]["template"].get("metadata", {}).get("annotations", {})
+        assert annotations.get(TEMPLATE_HASH_ANNOTATION, "") == template_hash
         return self.rollouts.pop(0)
 
     def template(self) -> dict[str, Any]:

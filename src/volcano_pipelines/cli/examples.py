@@ -1,0 +1,67 @@
+"""`vpipe quickstart` (the quickstart, from the examples this install ships: no checkout
+needed) and `vpipe examples --out DIR` (a copy of the examples to read, change, and serve to a
+cluster's pods as --code-url)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from types import ModuleType
+
+from volcano_pipelines.errors import EXIT_OK, VpipeError
+from volcano_pipelines.examples import ExamplesMissing, copy_examples, examples_dir
+
+__all__ = ["register"]
+
+
+class MissingTrainExtra(VpipeError):
+    exit_code = 2
+
+
+def _quickstart_module() -> ModuleType:
+    path = examples_dir() / "quickstart.py"
+    spec = importlib.util.spec_from_file_location("volcano_pipelines_quickstart", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    try:
+        quickstart: ModuleType | None = _quickstart_module()
+    except ExamplesMissing:
+        quickstart = None  # said when a command runs (exit 1), not as a traceback while parsing
+    q = subparsers.add_parser(
+        "quickstart", help="run the quickstart (sample data, TF training on this machine, one prediction)",
+        description="The quickstart from the examples this install ships (see `vpipe examples --out DIR` for the "
+        "code): a sample dataset synced with the real engine, trained by TensorFlow (1 ps + 2 workers + chief) on "
+        "the local backend, TensorBoard over the logs, one prediction. Training here needs the [train] extra; "
+        "--render needs nothing more.")
+    if quickstart is not None:
+        quickstart.build_parser(q)
+    q.set_defaults(handler=lambda args: _quickstart(quickstart, args), parser=q)
+    e = subparsers.add_parser(
+        "examples", help="copy the examples (quickstart, TF / MPI training code, sample data) into a directory",
+        description="Copy the examples this install ships (quickstart.py, tf-ps/, mpi/, data/) into DIR, created "
+        "if missing; refuses to overwrite an existing file.")
+    e.add_argument("--out", required=True, metavar="DIR", help="where to write them")
+    e.set_defaults(handler=_examples, parser=e)
+
+
+def _quickstart(module: ModuleType | None, args: argparse.Namespace) -> int:
+    if module is None:
+        examples_dir()  # raises ExamplesMissing, naming what is missing
+        raise AssertionError("unreachable")
+    if not args.render and not args.kubeconfig and importlib.util.find_spec("tensorflow") is None:
+        raise MissingTrainExtra("training on this machine needs TensorFlow, which is not installed: "
+                                "pip install 'volcano-pipelines[train]' (or --render / --kubeconfig)")
+    return int(module.run(args))
+
+
+def _examples(args: argparse.Namespace) -> int:
+    written = copy_examples(args.out)
+    print(f"wrote {len(written)} files under {args.out} (quickstart: python {args.out}/quickstart.py; "
+          "training code for --code-url: tf-ps/, mpi/)", file=sys.stderr)
+    return EXIT_OK
