@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from volcano_pipelines.images import RUNTIME_IMAGE  # the image every component runs in
 from volcano_pipelines.steps.registry import KFP, Output, output_type, steps_for
+from volcano_pipelines.steps.spelling import LOCAL_BACKEND_PARAMS
 
 __all__ = ["COMPONENTS", "RUNTIME_IMAGE", "ComponentSource"]
 
@@ -40,6 +41,8 @@ def _outputs(result_type: type, outputs: tuple[Output, ...]) -> tuple[tuple[str,
 
 COMPONENTS: dict[str, ComponentSource] = {
     item.name: ComponentSource(item.name, item.name, item.summary, _outputs(item.result_type(), item.outputs()),
-                               *_EXTRA.get(item.name, ((), frozenset())))
+                               _EXTRA.get(item.name, ((), frozenset()))[0],
+                               # A component runs in a cluster: the local backend's parameters are left out.
+                               _EXTRA.get(item.name, ((), frozenset()))[1] | LOCAL_BACKEND_PARAMS)
     for item in steps_for(KFP)
 }

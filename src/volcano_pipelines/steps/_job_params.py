@@ -98,7 +98,7 @@ class Storage:
 class Tasks:
     """Per-task settings: dicts keyed by task name ('' for every task)."""
 
-    task_images: Mapping[str, str] | None = arg(None, 'image per task, e.g. {"worker": "gpu:1"}', spec="*.image",
+    task_images: Mapping[str, str] | None = arg(None, 'image per task, e.g. {"worker": "registry.example/trainer-gpu:2.16"}', spec="*.image",
                                                 mpi="image per task (mpimaster, mpiworker)")
     cpu: Mapping[str, str] | None = arg(None, "CPU request per task ('' for every task), e.g. {\"worker\": \"4\"}",
                                         spec="*.resources.cpu",

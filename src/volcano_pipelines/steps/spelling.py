@@ -53,6 +53,9 @@ FLAT_SPELLING: dict[str, FlagSpec] = {
     "node_selector": FlagSpec("pairs", ("--node-selector",), "KEY=VALUE"),
     "tolerations": FlagSpec("list", ("--toleration",), "KEY[=VALUE]:EFFECT"),
 }
+# What only the local backend reads: the pipeline front ends (KFP components, Argo templates)
+# always run in a cluster and leave these out of their forms.
+LOCAL_BACKEND_PARAMS = frozenset({"backend", "local_dir", "local_data_dir", "local_log_dir"})
 RUN_PARAMS = frozenset({"backend", "kubeconfig", "context", "timeout", "on_cancel", "dry_run", "log_lines", "local_dir",
                         "local_data_dir", "local_log_dir"})
 # Per-task flags users know from the old launchers: --cpu-per-worker is --worker-cpu.

@@ -28,6 +28,7 @@ from volcano_pipelines.kfp.generate import (
 from volcano_pipelines.kfp.runtime import step_function
 from volcano_pipelines.kfp.specs import COMPONENTS, RUNTIME_IMAGE, ComponentSource
 from volcano_pipelines.steps.params import NOT_FRONT_END, params
+from volcano_pipelines.steps.spelling import LOCAL_BACKEND_PARAMS
 
 REPO = Path(__file__).resolve().parents[3]
 KFP_TYPES = {"str": "String", "int": "Integer", "float": "Float", "bool": "Boolean", "list": "List", "dict": "Dict"}
@@ -73,6 +74,18 @@ def test_committed_component_file_loads_and_mirrors_the_step(name: str) -> None:
 def test_python_only_parameters_are_not_inputs() -> None:
     for name in ("sync", "train_tf", "train_mpi"):
         assert not NOT_FRONT_END & set(_inputs(components.ALL[name])), name
+
+
+def test_local_backend_parameters_are_not_inputs_and_the_job_runs_in_the_cluster() -> None:
+    # A component always runs in a cluster: `backend` and the local backend's directories are
+    # not in its form (issue 21 item 10), so the train step takes its default backend.
+    for name in ("train_tf", "train_mpi"):
+        step = step_function(COMPONENTS[name].step)
+        assert LOCAL_BACKEND_PARAMS <= {p.name for p in params(step)}, name
+        assert not LOCAL_BACKEND_PARAMS & set(_inputs(components.ALL[name])), name
+        assert next(p for p in params(step) if p.name == "backend").default == "cluster"
+    committed = (REPO / COMPONENT_FILES["train_tf"]).read_text()
+    assert "local_data_dir" not in committed and "backend:" not in committed
 
 
 @pytest.mark.parametrize("name", sorted(COMPONENTS))
