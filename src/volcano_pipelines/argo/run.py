@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from volcano_pipelines.argo.outputs import write_outputs
+from volcano_pipelines.signals import stop_signals_handled_by
 
 __all__ = ["BadPair", "argv_from_pairs", "main"]
 
@@ -91,14 +92,9 @@ def main(pairs: Sequence[str] | None = None) -> int:
     (out / "outputs").mkdir(parents=True, exist_ok=True)
     result = out / "result.json"
     # vpipe gets the group's SIGTERM itself; this process only waits for it to finish.
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        with result.open("wb") as stdout:
-            child = subprocess.Popen(["vpipe", *argv], stdout=stdout, preexec_fn=_default_signals)
-            code = child.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with stop_signals_handled_by(signal.SIG_IGN), result.open("wb") as stdout:
+        child = subprocess.Popen(["vpipe", *argv], stdout=stdout, preexec_fn=_default_signals)
+        code = child.wait()
     sys.stdout.write(result.read_text(errors="replace"))
     sys.stdout.flush()
     write_outputs(result, out / "outputs")

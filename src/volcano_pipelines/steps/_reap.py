@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import queue
 import re
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -27,6 +26,7 @@ from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.lifecycle import reap as rule
 from volcano_pipelines.progress import Progress
+from volcano_pipelines.signals import stop_signals_handled_by
 from volcano_pipelines.kube.validate import (
     check_dns_label,
     check_label_key,
@@ -605,9 +605,5 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
     def handler(_signum: int, _frame: object) -> None:
         stop.set()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with stop_signals_handled_by(handler):
         yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)

@@ -19,6 +19,7 @@ from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend, Job, Job
 from volcano_pipelines.errors import ClusterError, WorkFailed
 from volcano_pipelines.labels import RUN_LABEL
 from volcano_pipelines.progress import Progress
+from volcano_pipelines.signals import stop_signals_handled_by
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.status import (
     FAILED_PHASES,
@@ -316,17 +317,6 @@ def _result(
 
 
 @contextmanager
-def _stop_signals_handled_by(handler: Callable[[int, Any], None]) -> Iterator[None]:
-    """SIGTERM and SIGINT go to `handler` until the block ends; the previous handlers come back."""
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-@contextmanager
 def _hurry_on_signal(session: JobSession, progress: Progress, enabled: bool) -> Iterator[None]:
     """While a cancelled step stops its job: a second SIGINT / SIGTERM kills the tasks now
     instead of waiting out their grace period, where the backend stops tasks itself (local)."""
@@ -341,7 +331,7 @@ def _hurry_on_signal(session: JobSession, progress: Progress, enabled: bool) -> 
         hurry()
         progress.note(f"{signal.Signals(signum).name} again: killing the job's tasks now")
 
-    with _stop_signals_handled_by(handler):
+    with stop_signals_handled_by(handler):
         yield
 
 
@@ -356,5 +346,5 @@ def _stop_signals(enabled: bool) -> Iterator[None]:
     def handler(signum: int, _frame: object) -> None:
         raise Cancelled(f"cancelled by {signal.Signals(signum).name}")
 
-    with _stop_signals_handled_by(handler):
+    with stop_signals_handled_by(handler):
         yield

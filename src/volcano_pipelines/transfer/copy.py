@@ -173,29 +173,12 @@ def copy_stream(
             raise SourceChanged(f"source holds {have} bytes, listed size {size}")
         # The digest needs the bytes in order: one stream then.
         ranges = plan_ranges(size, 1 if digest is not None or pool is None else streams)
-        jobs: list[Future[int]] = []
-        halt = threading.Event()
-        try:
-            for off, length in ranges[1:]:
-                assert pool is not None
-                jobs.append(pool.submit(_write_ranges, fd, range_stream(off, length), off, length, chunk_size,
-                                        on_bytes, abandon, halt, None))
-            off, length = ranges[0]
-            written = _write_ranges(fd, range_stream(off, length), off, length, chunk_size, on_bytes, abandon,
-                                    halt, digest)
-        except BaseException:
-            halt.set()
-            raise
-        finally:
-            # Every range has stopped before the caller closes or removes the file.
-            results = [_outcome(job) for job in jobs]
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-            written += result
-        if written != size:
-            raise SourceChanged(f"read {written} bytes, listed size {size}")
-        return written, len(ranges) + 1
+
+        def one_stream(off: int, length: int, halt: threading.Event, digest: Any | None) -> int:
+            return _write_ranges(fd, range_stream(off, length), off, length, chunk_size, on_bytes, abandon, halt,
+                                 digest)
+
+        return _run_ranges(one_stream, ranges, pool, digest, size)
     return _copy_sequential(stream, fd, size, chunk_size, on_bytes, abandon, digest)
 
 
