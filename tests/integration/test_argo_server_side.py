@@ -149,7 +149,9 @@ def test_train_container_fails_the_step_for_every_failed_phase(cluster: Any, nam
     (restarts used up), Terminated (no restart on failure) and Aborted (--timeout) exit 1,
     and the phase output parameter names the phase."""
     fail = f"worker:{behaviour.FAIL_LABEL}=3"
-    common = {"namespace": namespace, "code-url": CODE_URL, "timeout": "120"}
+    # The template fixes the job's namespace to the workflow's ({{workflow.namespace}}).
+    # The templates default to the queue manifests/cluster creates (vpipe); the test cluster has default.
+    common = {"code-url": CODE_URL, "timeout": "120", "queue": "default"}
     cases = {
         "completes": {"workers": "1"},
         "fails": {"workers": "1", "max-retry": "1", "pod-labels": fail},
@@ -164,7 +166,7 @@ def test_train_container_fails_the_step_for_every_failed_phase(cluster: Any, nam
         work.mkdir()
         given = {**common, **cases[name], "name": name}
         return local_run.run(tmpl, given, work, env={"KUBECONFIG": str(cluster.kubeconfig)},
-                             workflow={"uid": f"argo-{namespace}-{name}"})
+                             workflow={"uid": f"argo-{namespace}-{name}", "namespace": namespace})
 
     with ThreadPoolExecutor(max_workers=len(cases)) as pool:
         runs = dict(zip(cases, pool.map(run, cases), strict=True))
