@@ -124,12 +124,7 @@ def _write_ranges(
             written += pending
             on_bytes(pending)
             bufs, pending = [], 0
-            if abandon.is_set():
-                raise Abandoned()
-            if halt.is_set():
-                raise SourceChanged("stopped: another range of the file failed")
-            if written > length:
-                raise SourceChanged(f"more than the {length} bytes asked for")
+            _check_range(abandon, halt, written, length)
     if bufs:
         _pwrite_all(fd, bufs, pos)
         written += pending
@@ -254,12 +249,18 @@ def _read_range_into(
             raise _dest(err) from None
         written += n
         on_bytes(n)
-        if abandon.is_set():
-            raise Abandoned()
-        if halt.is_set():
-            raise SourceChanged("stopped: another range of the file failed")
-        if written > length:
-            raise SourceChanged(f"more than the {length} bytes asked for")
+        _check_range(abandon, halt, written, length)
+
+
+def _check_range(abandon: threading.Event, halt: threading.Event, written: int, length: int) -> None:
+    """Between writes of one range: a second Ctrl-C, another range's failure, or a source
+    that gives more than the range asked for stops it."""
+    if abandon.is_set():
+        raise Abandoned()
+    if halt.is_set():
+        raise SourceChanged("stopped: another range of the file failed")
+    if written > length:
+        raise SourceChanged(f"more than the {length} bytes asked for")
 
 
 def _flushing(fd: int, every: int, inner: OnBytes) -> OnBytes:
