@@ -21,9 +21,11 @@ from volcano_pipelines.volcano.status import FAILED_PHASES
 
 ARGO_MODULE = "github.com/argoproj/argo-workflows/v4"
 ARGO_VERSION = "v4.0.5"
-# The kinds pipelines/argo/ holds. Each full schema is large (the API server takes a while to
-# establish one on a small machine), so only these.
-ARGO_KINDS = ("workflowtemplates", "cronworkflows")
+# The kinds pipelines/argo/ holds, and Workflow: the train template makes the Workflow the
+# owner of its Volcano Job, so the container test below needs real Workflows to own its jobs.
+# Each full schema is large (the API server takes a while to establish one on a small
+# machine), so only these.
+ARGO_KINDS = ("workflowtemplates", "cronworkflows", "workflows")
 CODE_URL = "https://example.com/code/"  # never fetched: kwok runs no container
 
 
@@ -142,8 +144,23 @@ def _job_phase(cluster: Any, namespace: str, name: str) -> str:
     return str(job.get("status", {}).get("state", {}).get("phase", ""))
 
 
+def _owner_workflow(cluster: Any, namespace: str, name: str) -> dict[str, str]:
+    """A real Workflow to own the job the container creates: `--owner` names the Workflow,
+    and Kubernetes' garbage collector deletes a job whose owner does not exist (it did, in a
+    run where Argo's Workflow CRD had been installed by an earlier test). It only waits on a
+    suspend node, so a controller that sees it starts no pod."""
+    from kubernetes import client
+
+    body = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": f"owner-{name}", "namespace": namespace},
+            "spec": {"entrypoint": "hold", "templates": [{"name": "hold", "suspend": {}}]}}
+    created = client.CustomObjectsApi(cluster.api_client()).create_namespaced_custom_object(
+        "argoproj.io", "v1alpha1", namespace, "workflows", body)
+    return {"uid": created["metadata"]["uid"], "name": created["metadata"]["name"], "namespace": namespace}
+
+
 @pytest.mark.integration
-def test_train_container_fails_the_step_for_every_failed_phase(cluster: Any, namespace: str,
+def test_train_container_fails_the_step_for_every_failed_phase(cluster: Any, namespace: str, argo_crds: None,
                                                                tmp_path: Path) -> None:
     """The WorkflowTemplate's own container, run against Volcano: Completed exits 0; Failed
     (restarts used up), Terminated (no restart on failure) and Aborted (--timeout) exit 1,
@@ -160,13 +177,13 @@ def test_train_container_fails_the_step_for_every_failed_phase(cluster: Any, nam
         "aborts": {"workers": "3", "worker-gpus": "4", "timeout": "20"},
     }
     tmpl = local_run.template(local_run.load("train-tf.yaml"))
+    owners = {name: _owner_workflow(cluster, namespace, name) for name in cases}
 
     def run(name: str) -> local_run.ContainerRun:
         work = tmp_path / name
         work.mkdir()
         given = {**common, **cases[name], "name": name}
-        return local_run.run(tmpl, given, work, env={"KUBECONFIG": str(cluster.kubeconfig)},
-                             workflow={"uid": f"argo-{namespace}-{name}", "namespace": namespace})
+        return local_run.run(tmpl, given, work, env={"KUBECONFIG": str(cluster.kubeconfig)}, workflow=owners[name])
 
     with ThreadPoolExecutor(max_workers=len(cases)) as pool:
         runs = dict(zip(cases, pool.map(run, cases), strict=True))
@@ -177,10 +194,16 @@ def test_train_container_fails_the_step_for_every_failed_phase(cluster: Any, nam
     for name in ("fails", "terminates", "aborts"):
         assert runs[name].returncode == 1, (name, runs[name].stderr)
         assert runs[name].outputs["succeeded"] == "false", name
-        assert runs[name].outputs["run-id"] == f"argo-{namespace}-{name}"
+        assert runs[name].outputs["run-id"] == owners[name]["uid"]
     assert runs["fails"].outputs["phase"] == "Failed"
     assert runs["terminates"].outputs["phase"] == "Terminated"
     assert runs["aborts"].outputs["phase"] in ("Aborting", "Aborted")
     wait_for("job Aborted", lambda: _job_phase(cluster, namespace, "aborts") == "Aborted", timeout=60)
     seen = {_job_phase(cluster, namespace, name) for name in ("fails", "terminates", "aborts")}
     assert seen == FAILED_PHASES, seen
+    from kubernetes import client
+
+    job = client.CustomObjectsApi(cluster.api_client()).get_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs", "fails")
+    assert [(o["kind"], o["name"], o["uid"]) for o in job["metadata"]["ownerReferences"]] == [
+        ("Workflow", "owner-fails", owners["fails"]["uid"])]
