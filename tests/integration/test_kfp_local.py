@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 
 from tests import needs
-from tests.integration.test_lifecycle_support import log_pvc_fixture  # noqa: F401 - the log_pvc fixture
+from tests.integration.test_lifecycle_support import log_pvc_fixture, make_log_pvc  # noqa: F401 - the log_pvc fixture
 from tests.cluster import behaviour
 
 pytestmark = pytest.mark.integration
@@ -71,6 +71,11 @@ def _jobs(cluster: Any, namespace: str) -> list[dict[str, Any]]:
     return custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "jobs")["items"]
 
 
+@pytest.fixture
+def data_pvc(cluster: Any, namespace: str) -> Iterator[str]:
+    yield from make_log_pvc(cluster, namespace, "data")
+
+
 def _dataset(tmp_path: Path) -> Path:
     src = tmp_path / "dataset"
     (src / "train").mkdir(parents=True)
@@ -82,17 +87,19 @@ def _dataset(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("kind", ["tf", "mpi"])
 def test_train_and_serve_runs_end_to_end(cluster: Any, namespace: str, local_runs: Path, tmp_path: Path,
-                                         log_pvc: str, kind: str) -> None:
+                                         log_pvc: str, data_pvc: str, kind: str) -> None:
     src, staged = _dataset(tmp_path), tmp_path / "staged"
     shape = {"tf": {"workers": 2, "ps": 1}, "mpi": {"workers": 2, "command": ["python", "train.py"]}}[kind]
     pipeline = train_and_serve(kind, data_mount=str(staged))
     # No TF Serving binary can run here (kwok runs no container): the serve step is off.
     extra = {"serve_model": False} if kind == "tf" else {}
-    pipeline(model_name=f"kfp-{kind}", dataset_url=str(src), data_pvc="", log_pvc=log_pvc, image="trainer:test",
+    pipeline(model_name=f"kfp-{kind}", dataset_url=str(src), data_pvc=data_pvc, log_pvc=log_pvc, image="trainer:test",
              code_url=CODE_URL, kubeconfig=str(cluster.kubeconfig), namespace=namespace, **shape, **extra)
 
-    # sync really copied the dataset where the data PVC would be mounted.
-    assert (staged / "train" / "part-2.tfrecord").read_bytes() == bytes([2]) * 1002
+    # sync really copied the dataset where the data PVC would be mounted, into the model's own
+    # directory, which is the one directory of the PVC the training pods mount.
+    assert (staged / f"kfp-{kind}" / "train" / "part-2.tfrecord").read_bytes() == bytes([2]) * 1002
+    assert sorted(p.name for p in staged.iterdir()) == [f"kfp-{kind}"]
     synced = _outputs(local_runs, "sync")
     assert synced["copied"] == 4 and synced["failed"] == 0 and synced["bytes_copied"] == 3003 + 4
     assert synced["metrics"]["files_copied"] == 4 and synced["metrics"]["bytes_copied"] == 3007
@@ -115,6 +122,14 @@ def test_train_and_serve_runs_end_to_end(cluster: Any, namespace: str, local_run
     run_id = jobs[0]["metadata"]["labels"][RUN_LABEL]
     assert run_id and run_id == trained["run_id"] and "{{" not in run_id
     assert jobs[0]["status"]["state"]["phase"] == "Completed"
+    data_mounts = {}
+    for task in jobs[0]["spec"]["tasks"]:
+        pod = task["template"]["spec"]
+        claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+        data_mounts[task["name"]] = [(m.get("subPath"), m.get("readOnly")) for m in pod["containers"][0]["volumeMounts"]
+                                     if claims.get(m["name"]) == data_pvc]
+    mounted = {"tf": ("worker",), "mpi": ("mpimaster", "mpiworker")}[kind]
+    assert {task: data_mounts[task] for task in mounted} == {task: [(f"kfp-{kind}", True)] for task in mounted}
     finished = _outputs(local_runs, "finish-run")
     assert finished["pipeline_state"] == "SUCCEEDED"
     assert (finished["job_phase"], finished["cleanup"]) == ("Completed", "none")
@@ -124,10 +139,10 @@ def test_train_and_serve_runs_end_to_end(cluster: Any, namespace: str, local_run
 
 def test_failed_training_fails_the_run_and_the_exit_handler_cleans_up(cluster: Any, namespace: str,
                                                                       local_runs: Path, tmp_path: Path,
-                                                                      log_pvc: str) -> None:
+                                                                      log_pvc: str, data_pvc: str) -> None:
     # No step retries here: each would only attach to the same failed job (after a back-off).
     pipeline = train_and_serve("tf", data_mount=str(tmp_path / "staged"), step_retries=0)
-    pipeline(model_name="kfp-fails", dataset_url=str(_dataset(tmp_path)), data_pvc="", log_pvc=log_pvc,
+    pipeline(model_name="kfp-fails", dataset_url=str(_dataset(tmp_path)), data_pvc=data_pvc, log_pvc=log_pvc,
              serve_model=False, image="trainer:test",
              code_url=CODE_URL, kubeconfig=str(cluster.kubeconfig), namespace=namespace, workers=2, max_retry=1,
              pod_labels={"worker": behaviour.fail_with(3)})
@@ -158,3 +173,33 @@ def test_a_retried_train_step_attaches_to_its_job(cluster: Any, namespace: str, 
     assert first.outputs["phase"] == second.outputs["phase"] == "Completed"
     jobs = _jobs(cluster, namespace)
     assert len(jobs) == 1 and jobs[0]["metadata"]["labels"][RUN_LABEL] == "kfp-run-42"
+
+
+def test_a_step_given_no_run_id_takes_the_kfp_run_id_of_its_pod(cluster: Any, namespace: str, local_runs: Path,
+                                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipeline of a user's own, built from components/*.yaml, that passes no run_id: KFP's
+    backend labels every pod of a run `pipeline/runid=<run id>` and gives each step container
+    its pod's name ($KFP_POD_NAME), so the step takes the run's id, and the step retried (run
+    again) attaches to the job its first attempt created instead of making a second one."""
+    import yaml
+
+    core = client.CoreV1Api(cluster.api_client())
+    core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "step-pod", "labels": {"pipeline/runid": "kfp-run-77"}},
+        # Never scheduled: only its labels are read.
+        "spec": {"containers": [{"name": "main", "image": "runtime:test"}], "nodeSelector": {"vpipe.test/none": "x"}}})
+    # The step pod's view: its own namespace is the kubeconfig context's (in-cluster: the pod's).
+    config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    for context in config["contexts"]:
+        context["context"]["namespace"] = namespace
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    monkeypatch.setenv("KFP_POD_NAME", "step-pod")
+    arguments = {"name": "kfp-own", "image": "trainer:test", "code_url": CODE_URL, "kubeconfig": str(kubeconfig),
+                 "workers": 1}
+    first = components.train_tf(**arguments)
+    second = components.train_tf(**arguments)
+    assert first.outputs["run_id"] == second.outputs["run_id"] == "kfp-run-77"
+    assert (first.outputs["result"]["created"], second.outputs["result"]["created"]) == (True, False)
+    jobs = _jobs(cluster, namespace)
+    assert [(j["metadata"]["name"], j["metadata"]["labels"][RUN_LABEL]) for j in jobs] == [("kfp-own", "kfp-run-77")]

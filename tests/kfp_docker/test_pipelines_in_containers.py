@@ -111,10 +111,13 @@ def test_the_shipped_pipeline_runs_in_the_runtime_image(
     from volcano_pipelines.images import MPI_TRAINER_IMAGE, TENSORBOARD_IMAGE, TF_TRAINER_IMAGE
     from volcano_pipelines.kfp.pipelines import DATA_MOUNT, train_and_serve
 
-    # A dataset of its own in HDFS; the pipeline's sync step stages it into the data PVC's
-    # directory (mounted at /data in the sync container), beside what the fixture staged.
+    # A dataset of its own in HDFS (the training data the fixture made, and a file more); the
+    # pipeline's sync step stages it into the model's own directory of the data PVC (mounted at
+    # /data in the sync container), beside what the fixture staged, and that directory is all
+    # the training pods see.
     hdfs_dir = f"/kfp/{namespace}"
-    put_tree(hdfs.client(), hdfs_dir, {"train/part-0.csv": b"x,y\n1,2\n" * 100, "labels.txt": b"0\n1\n"})
+    dataset = {p.name: p.read_bytes() for p in volumes.data_dir.iterdir() if p.is_file()}
+    put_tree(hdfs.client(), hdfs_dir, {**dataset, "extra/part-0.csv": b"x,y\n1,2\n" * 100})
     # The runtime image runs as uid 1000 (a PVC would give it the group through fsGroup).
     subprocess.run(["chmod", "-R", "a+rwX", str(volumes.data_dir)], check=True)
     kubeconfig = _readable_kubeconfig(cluster, tmp_path)
@@ -140,10 +143,12 @@ def test_the_shipped_pipeline_runs_in_the_runtime_image(
     root = kfp_docker.root
     # sync ran in its container and really staged the dataset from HDFS.
     synced = _outputs(root, "sync")
-    assert synced["copied"] == 2 and synced["failed"] == 0
+    assert synced["copied"] == len(dataset) + 1 and synced["failed"] == 0
+    own = volumes.data_dir / f"kfpd-{kind}"
     staged = sorted(str(p.relative_to(volumes.data_dir)) for p in volumes.data_dir.rglob("*"))
-    assert "train/part-0.csv" in staged, staged
-    assert (volumes.data_dir / "train" / "part-0.csv").read_bytes() == b"x,y\n1,2\n" * 100
+    assert f"kfpd-{kind}/extra/part-0.csv" in staged, staged
+    assert (own / "extra" / "part-0.csv").read_bytes() == b"x,y\n1,2\n" * 100
+    assert {name: (own / name).read_bytes() for name in dataset} == dataset
     # train submitted the job from its container and waited for real pods to finish it.
     trained = _outputs(root, f"train-{kind}")
     assert trained["phase"] == "Completed" and trained["succeeded"] is True, trained

@@ -16,7 +16,8 @@ from volcano_pipelines.k8s.errors import Forbidden, from_exception
 from volcano_pipelines.k8s.watch import WATCH_WINDOW_SECONDS
 from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL
 
-__all__ = ["FailedPodWatcher", "MissingInfo", "job_events", "job_pods", "pod_being_deleted", "pod_log_tail"]
+__all__ = ["FailedPodWatcher", "MissingInfo", "job_events", "job_pods", "pod_being_deleted", "pod_labels",
+           "pod_log_tail"]
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,23 @@ def pod_being_deleted(cluster: Cluster, namespace: str, name: str) -> bool:
         log.warning("cannot tell whether pod %s/%s is being deleted: %s", namespace, name, err)
         return False
     return any(p.metadata.deletion_timestamp is not None for p in pods.items)
+
+
+def pod_labels(cluster: Cluster, namespace: str, name: str) -> dict[str, str] | None:
+    """The labels of pod `name`, read with the `list` on pods a step has anyway (a field
+    selector, not a `get`). None when it cannot be read or does not exist (logged): a hint
+    only, the caller goes on without it."""
+    try:
+        pods = cluster.call(f"look up pod {namespace}/{name}",
+                            lambda: cluster.core.list_namespaced_pod(namespace, field_selector=f"metadata.name={name}",
+                                                                     _request_timeout=10))
+    except Exception as err:  # noqa: BLE001 - a hint only
+        log.warning("cannot read pod %s/%s: %s", namespace, name, err)
+        return None
+    if not pods.items:
+        log.warning("pod %s/%s not found", namespace, name)
+        return None
+    return dict(pods.items[0].metadata.labels or {})
 
 
 def job_events(cluster: Cluster, namespace: str, involved_name: str, missing: MissingInfo) -> list[Obj]:

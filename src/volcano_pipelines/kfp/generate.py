@@ -14,13 +14,21 @@ from volcano_pipelines.steps.params import Param, choices, container, optional, 
 if TYPE_CHECKING:  # the specs read every step's result type: a component pod loads only its own step
     from volcano_pipelines.kfp.specs import ComponentSource
 
-__all__ = ["ARTIFACTS", "UnsupportedParameter", "component_source", "kfp_default", "kfp_type"]
+__all__ = ["ARTIFACTS", "KFP_HELP", "UnsupportedParameter", "component_source", "kfp_default", "kfp_type"]
 
 # Every step component writes these two output artifacts (KFP artifact types).
 ARTIFACTS: tuple[tuple[str, str, str], ...] = (
     ("metrics", "Metrics", "numbers of this step (shown in the run's metrics view)"),
     ("summary", "Markdown", "what happened, as a table (shown in the run's visualizations)"),
 )
+
+
+# Where an optional parameter means more in a KFP component than the step's own help says
+# (kfp/runtime.py fills an empty run_id in).
+KFP_HELP = {
+    "run_id": "run identity, a label on what the step creates: a retried step with the same id attaches to it "
+              "instead of creating anew (empty: the KFP run id, read from the step pod's pipeline/runid label)",
+}
 
 
 class UnsupportedParameter(TypeError):
@@ -91,7 +99,7 @@ def component_source(spec: ComponentSource, step: Callable[..., Any]) -> str:
         *((p.name, p.help) for p in required),
         *((name, text) for name, _, text in spec.extra_inputs),
         *((name, text) for name, _, text in ARTIFACTS),
-        *((p.name, p.help) for p in optional),
+        *((p.name, KFP_HELP.get(p.name, p.help)) for p in optional),
     ]
     for name, text in documented:
         lines.append(f"        {name}: {_docstring_text(text) or name.replace('_', ' ')}")

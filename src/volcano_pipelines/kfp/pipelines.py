@@ -29,7 +29,9 @@ from volcano_pipelines.steps.params import Param, params
 __all__ = ["DATA_MOUNT", "KINDS", "PIPELINE_NAMES", "SERVING_SUFFIX", "TENSORBOARD_SUFFIX", "Input", "inputs_of",
            "pipeline_parameter", "steps_after_training", "train_and_serve"]
 
-# Where the sync step pod mounts the data PVC (and so where it writes the dataset).
+# Where the sync step pod mounts the data PVC. Each dataset is staged into a directory of its
+# own, named after the model (<data_pvc>/<model_name>/), which is all the training pods mount:
+# two models on one PVC never see, overwrite or (sync_delete) remove each other's files.
 DATA_MOUNT = "/data"
 # The KFP run id: one identity for every step of a run, so a retried step attaches to the job
 # its first attempt created instead of creating a second one.
@@ -119,7 +121,8 @@ def _train_inputs(train: str, after: tuple[str, ...]) -> tuple[Input, ...]:
         Input("dataset_url", (("sync", "src"),),
               "the dataset: hdfs://, viewfs://, webhdfs://, file:// or any fsspec URL"),
         Input("data_pvc", ((train, "data_pvc"),),
-              f"PVC the dataset is staged into: mounted at {DATA_MOUNT} in the sync step, read-only in the training pods",
+              "PVC the dataset is staged into, in its directory <model_name>/; the training pods mount that "
+              "directory (read-only) at data_dir",
               required=True),
         Input("image", ((train, "image"),), "image of the training pods", required=True),
         Input("timeout", ((train, "timeout"),),
@@ -209,11 +212,13 @@ def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_
     finish.set_display_name("report and clean up")
     tasks = [finish]
     with dsl.ExitHandler(finish, name=PIPELINE_NAMES[kind]):
-        staged = built["sync"](dst=data_mount, **_feeding(inputs, values, "sync"))
+        # An f-string of a pipeline parameter: KFP fills it in at run time (a placeholder in the IR).
+        staged = built["sync"](dst=f"{data_mount}/{values['model_name']}", **_feeding(inputs, values, "sync"))
         staged.set_display_name("sync dataset")
         platform.mount_data(staged, values["data_pvc"], data_mount)
         platform.mount_sync_config(staged, step_pod)
-        train = built[train_name](run_id=RUN_ID, **fixed, **_feeding(inputs, values, train_name))
+        train = built[train_name](run_id=RUN_ID, data_subpath=values["model_name"], **fixed,
+                                  **_feeding(inputs, values, train_name))
         train.set_display_name(f"train ({kind})")
         train.after(staged)
         tasks += [staged, train]

@@ -115,6 +115,13 @@ def run_step(step: str, arguments: dict[str, Any], *, metrics: Any, summary: Any
         arguments["pipeline_state"] = final_status.state
         arguments["error_message"] = final_status.error_message or ""
     kwargs = step_arguments(fn, arguments)
+    if "run_id" in inspect.signature(fn).parameters and kwargs.get("run_id") is None:
+        # A pipeline of a user's own that passes no run id: the KFP run's own (steps/_identity.py).
+        from volcano_pipelines.steps import kfp_run_id
+
+        run_id = kfp_run_id(kwargs.get("kubeconfig"), kwargs.get("context"))
+        if run_id is not None:
+            kwargs["run_id"] = run_id
     progress = _progress(fn)
     if progress is not None:
         kwargs["progress"] = progress

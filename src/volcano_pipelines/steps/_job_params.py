@@ -90,6 +90,9 @@ class Storage:
     data_pvc: str | None = arg(None, "PVC with the training data (read-only on workers, chief, evaluator)",
                                spec="storage.data_pvc", mpi="PVC with the training data (read-only on every task)")
     data_dir: str = arg("/data", "where the data is mounted", spec="storage.data_dir")
+    data_subpath: str | None = arg(None, "directory inside data_pvc that is mounted at data_dir (default: the PVC's "
+                                         "root), e.g. the dataset's own directory when several share one PVC",
+                                   spec="storage.data_subpath")
     log_pvc: str | None = arg(None, "PVC for logs and checkpoints (every task)", spec="storage.log_pvc")
     log_dir: str = arg("/logs", "where the log PVC is mounted", spec="storage.log_dir")
 

@@ -56,7 +56,10 @@ def volumes_and_mounts(
         mounts.append({"name": CODE_PVC_VOLUME, "mountPath": code.path, "readOnly": True})
     if mount_data and storage.data_pvc is not None:
         volumes.append({"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": storage.data_pvc, "readOnly": True}})
-        mounts.append({"name": DATA_VOLUME, "mountPath": storage.data_dir, "readOnly": True})
+        data_mount: dict[str, Any] = {"name": DATA_VOLUME, "mountPath": storage.data_dir, "readOnly": True}
+        if storage.data_subpath:
+            data_mount["subPath"] = storage.data_subpath.strip("/")
+        mounts.append(data_mount)
     if storage.log_pvc is not None:
         volumes.append({"name": LOG_VOLUME, "persistentVolumeClaim": {"claimName": storage.log_pvc}})
         mounts.append({"name": LOG_VOLUME, "mountPath": storage.log_dir})

@@ -60,6 +60,7 @@ class CodeSource:
 class Storage:
     data_pvc: str | None = None
     data_dir: str = "/data"
+    data_subpath: str | None = None  # a directory inside data_pvc mounted at data_dir; None: the PVC's root
     log_pvc: str | None = None
     log_dir: str = "/logs"
 

@@ -145,6 +145,10 @@ def check_storage(storage: Storage) -> None:
             fail(field, path, f"a path outside {', '.join(RESERVED_MOUNTS)} (used by volcano-pipelines and Volcano)")
     if storage.data_dir.rstrip("/") == storage.log_dir.rstrip("/"):
         fail("storage.log_dir", storage.log_dir, "a directory different from storage.data_dir")
+    if storage.data_subpath is not None:
+        check_relative_path("storage.data_subpath", storage.data_subpath)
+        if storage.data_pvc is None:
+            fail("storage.data_subpath", storage.data_subpath, "only together with data_pvc (a directory on that PVC)")
 
 
 def check_job_options(job: JobOptions, task_replicas: Mapping[str, int], *, always_needed: int, scaled: str) -> None:

@@ -60,8 +60,10 @@ def _wired(spec: dict[str, Any], train_task: str) -> dict[str, dict[str, Source]
 def _expected(kind: str) -> dict[str, dict[str, Source]]:
     train_component = "train_tf" if kind == "tf" else "train_mpi"
     train_task = train_component.replace("_", "-")
-    expected: dict[str, dict[str, Source]] = {"sync": {"dst": ("constant", pipelines.DATA_MOUNT)},
-                                              train_task: {"run_id": RUN_ID},
+    # Each dataset in a directory of its own, named after the model: sync writes there and the
+    # training pods mount only that directory of the data PVC.
+    expected: dict[str, dict[str, Source]] = {"sync": {"dst": ("constant", f"{pipelines.DATA_MOUNT}/{MODEL}")},
+                                              train_task: {"run_id": RUN_ID, "data_subpath": ("param", "model_name")},
                                               "finish-run": {"run_id": RUN_ID,
                                                              "status": ("final_status", "exit-handler-1")}}
     job, namespace = ("output", train_task, "job_name"), ("output", train_task, "job_namespace")
@@ -92,5 +94,9 @@ def test_every_step_input_comes_from_where_it_must(kind: str) -> None:
         # Extra channel inputs KFP adds for f-strings (pipelinechannel--model_name) are not step inputs.
         got = {key: source for key, source in wired[task].items() if not key.startswith("pipelinechannel--")}
         assert got == inputs, task
+        # ...and each of those channels is the pipeline parameter of its name.
+        for key, source in wired[task].items():
+            if key.startswith("pipelinechannel--"):
+                assert source == ("param", key.removeprefix("pipelinechannel--")), (task, key, source)
     # The parameters the IR declares are exactly the pipeline's inputs.
     assert set(spec["root"]["inputDefinitions"]["parameters"]) == {i.name for i in pipelines.inputs_of(kind)}

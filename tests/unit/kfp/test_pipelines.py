@@ -84,10 +84,14 @@ def test_wiring(kind: str) -> None:
     finish = tasks["finish-run"]
     assert finish["inputs"]["parameters"]["status"]["taskFinalStatus"]["producerTask"] == "exit-handler-1"
     assert finish["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"
-    # sync -> train; sync writes where the data PVC is mounted in its pod.
+    # sync -> train; sync writes into the model's own directory of the data PVC (mounted in its
+    # pod), and that directory is all the training pods mount.
     assert tasks[train_task]["dependentTasks"] == ["sync"]
     sync_inputs = tasks["sync"]["inputs"]["parameters"]
-    assert sync_inputs["dst"]["runtimeValue"]["constant"] == pipelines.DATA_MOUNT
+    assert sync_inputs["dst"]["runtimeValue"]["constant"] == (
+        f"{pipelines.DATA_MOUNT}/{{{{$.inputs.parameters['pipelinechannel--model_name']}}}}")
+    assert sync_inputs["pipelinechannel--model_name"]["componentInputParameter"] == "pipelinechannel--model_name"
+    assert train_inputs["data_subpath"]["componentInputParameter"] == "pipelinechannel--model_name"
     assert sync_inputs["src"]["componentInputParameter"] == "pipelinechannel--dataset_url"
     mounts = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]["exec-sync"]["pvcMount"]
     assert mounts == [{"componentInputParameter": "pipelinechannel--data_pvc", "mountPath": pipelines.DATA_MOUNT,

@@ -206,6 +206,13 @@ def test_data_read_only_on_workers_chief_evaluator_logs_everywhere() -> None:
     assert env(job, "worker")["VPIPE_DATA_DIR"] == "/mnt/data" and env(job, "ps")["VPIPE_LOG_DIR"] == "/mnt/logs"
 
 
+def test_data_subpath_mounts_one_directory_of_the_data_pvc() -> None:
+    job = build_tf_job(spec(storage=Storage(data_pvc="data", data_subpath="mnist/v2/")))
+    _, mounts = volumes_by_name(job, "worker")
+    assert mounts["vpipe-data"] == {"name": "vpipe-data", "mountPath": "/data", "readOnly": True, "subPath": "mnist/v2"}
+    assert env(job, "worker")["VPIPE_DATA_DIR"] == "/data"  # the code sees its dataset where it always does
+
+
 def test_no_pvcs_no_pvc_volumes() -> None:
     volumes, _ = volumes_by_name(build_tf_job(spec()), "worker")
     assert set(volumes) == {"vpipe-code"}

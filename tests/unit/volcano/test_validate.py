@@ -131,6 +131,9 @@ def test_storage_rules() -> None:
     rejects(build_tf_job, tf(storage=Storage(data_dir="/x", log_dir="/x/")), "storage.log_dir")
     rejects(build_tf_job, tf(storage=Storage(log_dir="/vpipe/logs")), "storage.log_dir")
     rejects(build_tf_job, tf(storage=Storage(data_dir="/etc/volcano")), "storage.data_dir")
+    for subpath in ("/abs", "a/../b", "..", ""):
+        rejects(build_tf_job, tf(storage=Storage(data_pvc="d", data_subpath=subpath)), "storage.data_subpath", subpath)
+    rejects(build_tf_job, tf(storage=Storage(data_subpath="mnist")), "storage.data_subpath", "mnist")
 
 
 @pytest.mark.parametrize("name", ["TF_CONFIG", "VK_TASK_INDEX", "VPIPE_ROLE"])
