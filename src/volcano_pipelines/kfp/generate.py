@@ -31,6 +31,13 @@ KFP_HELP = {
 }
 
 
+# Every step acts outside KFP (stages data, runs or ends jobs, applies objects), and KFP caches
+# a task by default: a cached sync stages no new data. A component cannot turn caching off (it
+# is the task's and the run's setting), so its description says so where a user reads it.
+CACHING_NOTE = ("In a pipeline of your own, turn KFP's caching off for this task (task.set_caching_options(False)): "
+                "a cached task is not run again, and its effect outside KFP does not happen.")
+
+
 class UnsupportedParameter(TypeError):
     """A step parameter whose type has no KFP equivalent: the generator refuses it rather
     than leave an argument out of the component silently."""
@@ -94,6 +101,9 @@ def component_source(spec: ComponentSource, step: Callable[..., Any]) -> str:
     lines.append(f") -> NamedTuple('Outputs', [{fields}]):")
     lines.append(f'    """{_docstring_text(spec.summary)}')
     lines.append("")
+    if spec.step != "finish_run":  # the exit handler only reports and cleans up after its own run
+        lines.append(f"    {_docstring_text(CACHING_NOTE)}")
+        lines.append("")
     lines.append("    Args:")
     documented: Sequence[tuple[str, str]] = [
         *((p.name, p.help) for p in required),

@@ -20,6 +20,7 @@ from volcano_pipelines import __version__
 from volcano_pipelines.kfp import components
 from volcano_pipelines.kfp.compile import COMPONENT_FILES
 from volcano_pipelines.kfp.generate import (
+    CACHING_NOTE,
     KFP_HELP,
     UnsupportedParameter,
     component_source,
@@ -71,6 +72,9 @@ def test_committed_component_file_loads_and_mirrors_the_step(name: str) -> None:
     loaded = kfp_components.load_component_from_file(str(REPO / COMPONENT_FILES[name]))
     # (kfp's loader does not read input descriptions back; the file has them.)
     _check_mirrors_step(name, loaded, descriptions=False)
+    # A user who builds a pipeline of their own reads here that caching must be off (KFP caches
+    # by default; a component cannot switch it off); the exit handler has nothing to cache.
+    assert (CACHING_NOTE in (loaded.component_spec.description or "")) == (name != "finish_run"), name
 
 
 def test_python_only_parameters_are_not_inputs() -> None:
