@@ -144,7 +144,7 @@ def _job_phase(cluster: Any, namespace: str, name: str) -> str:
     return str(job.get("status", {}).get("state", {}).get("phase", ""))
 
 
-def _owner_workflow(cluster: Any, namespace: str, name: str) -> dict[str, str]:
+def owner_workflow(cluster: Any, namespace: str, name: str) -> dict[str, str]:
     """A real Workflow to own the job the container creates: `--owner` names the Workflow,
     and Kubernetes' garbage collector deletes a job whose owner does not exist (it did, in a
     run where Argo's Workflow CRD had been installed by an earlier test). It only waits on a
@@ -177,7 +177,7 @@ def test_train_container_fails_the_step_for_every_failed_phase(cluster: Any, nam
         "aborts": {"workers": "3", "worker-gpus": "4", "timeout": "20"},
     }
     tmpl = local_run.template(local_run.load("train-tf.yaml"))
-    owners = {name: _owner_workflow(cluster, namespace, name) for name in cases}
+    owners = {name: owner_workflow(cluster, namespace, name) for name in cases}
 
     def run(name: str) -> local_run.ContainerRun:
         work = tmp_path / name

@@ -16,7 +16,9 @@ import pytest
 from kubernetes import client
 
 from tests import needs
+from tests.integration.test_argo_server_side import argo_crds  # noqa: F401 - the fixture
 from tests.integration.test_lifecycle_support import log_pvc_fixture, make_log_pvc  # noqa: F401 - the log_pvc fixture
+from tests.integration.waiting import wait_for
 from tests.cluster import behaviour
 
 pytestmark = pytest.mark.integration
@@ -175,18 +177,26 @@ def test_a_retried_train_step_attaches_to_its_job(cluster: Any, namespace: str, 
     assert len(jobs) == 1 and jobs[0]["metadata"]["labels"][RUN_LABEL] == "kfp-run-42"
 
 
-def test_a_step_given_no_run_id_takes_the_kfp_run_id_of_its_pod(cluster: Any, namespace: str, local_runs: Path,
-                                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_step_given_no_run_id_takes_the_kfp_run_and_its_workflow_from_its_pod(
+        cluster: Any, namespace: str, local_runs: Path, tmp_path: Path, argo_crds: None,  # noqa: F811 - the fixture
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A pipeline of a user's own, built from components/*.yaml, that passes no run_id: KFP's
-    backend labels every pod of a run `pipeline/runid=<run id>` and gives each step container
-    its pod's name ($KFP_POD_NAME), so the step takes the run's id, and the step retried (run
-    again) attaches to the job its first attempt created instead of making a second one."""
+    backend labels every pod of a run `pipeline/runid=<run id>`, gives each step container its
+    pod's name ($KFP_POD_NAME), and the pod belongs to the run's Argo Workflow. The step takes
+    the run's id, so the step run again (a retry) attaches to the job its first attempt created
+    instead of making a second one; and the job belongs to the Workflow, so deleting the run
+    deletes the job (the only cleanup of a cancelled KFP run the step can count on)."""
     import yaml
 
+    from tests.integration.test_argo_server_side import owner_workflow
+
     core = client.CoreV1Api(cluster.api_client())
+    workflow = owner_workflow(cluster, namespace, "kfp-run")
     core.create_namespaced_pod(namespace, {
-        "metadata": {"name": "step-pod", "labels": {"pipeline/runid": "kfp-run-77"}},
-        # Never scheduled: only its labels are read.
+        "metadata": {"name": "step-pod", "labels": {"pipeline/runid": "kfp-run-77"},
+                     "ownerReferences": [{"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+                                          "name": workflow["name"], "uid": workflow["uid"], "controller": True}]},
+        # Never scheduled: only its metadata is read.
         "spec": {"containers": [{"name": "main", "image": "runtime:test"}], "nodeSelector": {"vpipe.test/none": "x"}}})
     # The step pod's view: its own namespace is the kubeconfig context's (in-cluster: the pod's).
     config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
@@ -203,3 +213,9 @@ def test_a_step_given_no_run_id_takes_the_kfp_run_id_of_its_pod(cluster: Any, na
     assert (first.outputs["result"]["created"], second.outputs["result"]["created"]) == (True, False)
     jobs = _jobs(cluster, namespace)
     assert [(j["metadata"]["name"], j["metadata"]["labels"][RUN_LABEL]) for j in jobs] == [("kfp-own", "kfp-run-77")]
+    assert [(o["kind"], o["name"], o["uid"]) for o in jobs[0]["metadata"]["ownerReferences"]] == [
+        ("Workflow", workflow["name"], workflow["uid"])]
+
+    client.CustomObjectsApi(cluster.api_client()).delete_namespaced_custom_object(
+        "argoproj.io", "v1alpha1", namespace, "workflows", workflow["name"])
+    wait_for("the job garbage-collected with its run's Workflow", lambda: _jobs(cluster, namespace) == [], timeout=60)

@@ -16,7 +16,7 @@ from volcano_pipelines.k8s.errors import Forbidden, from_exception
 from volcano_pipelines.k8s.watch import WATCH_WINDOW_SECONDS
 from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL
 
-__all__ = ["FailedPodWatcher", "MissingInfo", "job_events", "job_pods", "pod_being_deleted", "pod_labels",
+__all__ = ["FailedPodWatcher", "MissingInfo", "job_events", "job_pods", "pod_being_deleted", "pod_metadata",
            "pod_log_tail"]
 
 log = logging.getLogger(__name__)
@@ -69,8 +69,8 @@ def pod_being_deleted(cluster: Cluster, namespace: str, name: str) -> bool:
     return any(p.metadata.deletion_timestamp is not None for p in pods.items)
 
 
-def pod_labels(cluster: Cluster, namespace: str, name: str) -> dict[str, str] | None:
-    """The labels of pod `name`, read with the `list` on pods a step has anyway (a field
+def pod_metadata(cluster: Cluster, namespace: str, name: str) -> Obj | None:
+    """The metadata of pod `name`, read with the `list` on pods a step has anyway (a field
     selector, not a `get`). None when it cannot be read or does not exist (logged): a hint
     only, the caller goes on without it."""
     try:
@@ -83,7 +83,7 @@ def pod_labels(cluster: Cluster, namespace: str, name: str) -> dict[str, str] | 
     if not pods.items:
         log.warning("pod %s/%s not found", namespace, name)
         return None
-    return dict(pods.items[0].metadata.labels or {})
+    return cluster.to_dict(pods.items[0]).get("metadata") or {}
 
 
 def job_events(cluster: Cluster, namespace: str, involved_name: str, missing: MissingInfo) -> list[Obj]:

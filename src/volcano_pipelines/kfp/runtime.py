@@ -72,6 +72,36 @@ def outputs_of(step: str, result: Any) -> dict[str, Any]:
     return {out.name: out.value(result) for out in registered(step).outputs()}
 
 
+def _from_kfp_pod(fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    """What the pipeline left empty and the KFP pod knows (steps/_identity.py): the run id
+    (a pipeline of a user's own that passes none: a retried step then attaches to its job), and
+    the run's Workflow as the job's owner, so deleting the run (or KFP's TTL of its Workflow)
+    deletes the job too. A cancelled run is the case this is for: KFP does not start the exit
+    handler then, and its launcher exits at SIGTERM without waiting for the step, so the
+    container ends before the step's own cleanup is done (docs/kfp.md). Only in the pod's own
+    namespace: an owner in another namespace counts as absent, and the garbage collector would
+    delete the job at once."""
+    names = inspect.signature(fn).parameters
+    wants_run = "run_id" in names and kwargs.get("run_id") is None
+    wants_owner = "owner" in names and kwargs.get("owner") is None
+    if not (wants_run or wants_owner):
+        return
+    from volcano_pipelines.steps import kfp_pod
+
+    pod = kfp_pod(kwargs.get("kubeconfig"), kwargs.get("context"))
+    if pod is None:
+        return
+    if wants_run and pod.run_id:
+        kwargs["run_id"] = pod.run_id
+        log.info("run_id not given: the KFP run id %s (label of pod %s)", pod.run_id, pod.name)
+    elif wants_run:
+        log.warning("run_id not given and pod %s/%s has no pipeline/runid label: a retried step will not re-attach",
+                    pod.namespace, pod.name)
+    if wants_owner and pod.workflow and kwargs.get("namespace") in (None, pod.namespace):
+        kwargs["owner"] = pod.workflow
+        log.info("the job is owned by the run's Workflow %s: deleting the run deletes it", pod.workflow.split("/")[2])
+
+
 def _report(step: str, result: Any, metrics: Any, summary: Any) -> None:
     data = result.to_dict()
     numbers, markdown = _REPORTS[type(result).__name__]
@@ -115,13 +145,7 @@ def run_step(step: str, arguments: dict[str, Any], *, metrics: Any, summary: Any
         arguments["pipeline_state"] = final_status.state
         arguments["error_message"] = final_status.error_message or ""
     kwargs = step_arguments(fn, arguments)
-    if "run_id" in inspect.signature(fn).parameters and kwargs.get("run_id") is None:
-        # A pipeline of a user's own that passes no run id: the KFP run's own (steps/_identity.py).
-        from volcano_pipelines.steps import kfp_run_id
-
-        run_id = kfp_run_id(kwargs.get("kubeconfig"), kwargs.get("context"))
-        if run_id is not None:
-            kwargs["run_id"] = run_id
+    _from_kfp_pod(fn, kwargs)
     progress = _progress(fn)
     if progress is not None:
         kwargs["progress"] = progress

@@ -17,7 +17,7 @@ _SUPPORT = {
     "DEFAULT_MAX_DELETE": "_sync", "DEFAULT_TRANSFERS": "_sync", "DEFAULT_DURABILITY": "_sync",
     "DEFAULT_STREAMS": "_sync", "DURABILITY_MODES": "_sync", "DeletionRefused": "_sync", "SyncFailed": "_sync",
     "SyncInterrupted": "_sync", "TransferProgress": "_sync", "display_path": "_sync", "quoted_path": "_sync",
-    "namespace_prepare": "_admin", "pv_reuse": "_admin", "kfp_run_id": "_identity",
+    "namespace_prepare": "_admin", "pv_reuse": "_admin", "kfp_pod": "_identity",
 }
 # Each name's module: the steps' from the one list of steps (steps/registry.py). No module is
 # named like a function it exports: importing the module sets the package attribute of that
@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # static types for `from volcano_pipelines.steps import ...` 
         RunReport as RunReport,
     )
     from volcano_pipelines.steps._identity import (
-        kfp_run_id as kfp_run_id,
+        kfp_pod as kfp_pod,
     )
     from volcano_pipelines.steps._reap import (
         ON_FAILURE_CHOICES as ON_FAILURE_CHOICES,
