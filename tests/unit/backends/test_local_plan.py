@@ -125,6 +125,14 @@ def test_tf_plan_rewrites_the_cluster_and_maps_volumes() -> None:
     assert "/local/data" in plans["mnist-worker-0"].dirs and "/local/logs" in plans["mnist-ps-0"].dirs
 
 
+def test_a_data_subpath_maps_to_that_directory_of_the_local_data_volume() -> None:
+    spec = TFJobSpec(job=JobOptions(name="mnist"), code=CodeSource(url="http://files/code/"), worker=Role(replicas=1),
+                     storage=Storage(data_pvc="data", data_subpath="mnist/v2", log_pvc="logs"))
+    plans = {p.pod: p for p in plan(build_tf_job(spec))}
+    assert plans["mnist-worker-0"].env["VPIPE_DATA_DIR"] == "/local/data/mnist/v2"
+    assert "/local/data/mnist/v2" in plans["mnist-worker-0"].dirs
+
+
 def test_mpi_plan_stands_in_for_sshd_and_points_mpiexec_at_this_machine() -> None:
     plans = {p.pod: p for p in plan(build_mpi_job(MPIJobSpec(job=JobOptions(name="m"), command=("python3", "t.py"),
                                                              worker=Role(replicas=2))))}
