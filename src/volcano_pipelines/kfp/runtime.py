@@ -102,7 +102,7 @@ def _from_kfp_pod(fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
         log.info("the job is owned by the run's Workflow %s: deleting the run deletes it", pod.workflow.split("/")[2])
 
 
-def _report(step: str, result: Any, metrics: Any, summary: Any) -> None:
+def _report(result: Any, metrics: Any, summary: Any) -> None:
     data = result.to_dict()
     numbers, markdown = _REPORTS[type(result).__name__]
     for name, value in numbers(data).items():
@@ -154,14 +154,14 @@ def run_step(step: str, arguments: dict[str, Any], *, metrics: Any, summary: Any
     except VpipeError as err:
         partial = getattr(err, "result", None)  # SyncFailed carries what was done
         if partial is not None:
-            _report(step, partial, metrics, summary)
+            _report(partial, metrics, summary)
         else:
             _write(summary, summaries.error_markdown(step, str(err)))
         _fail(str(err), err.exit_code)
     finally:
-        if progress is not None and hasattr(progress, "close"):
+        if progress is not None:
             progress.close()
-    _report(step, result, metrics, summary)
+    _report(result, metrics, summary)
     if isinstance(result, TrainResult):
         if kwargs.get("wait", True) and not result.succeeded:
             # Only a job that ran to its end (or was given up on) fails the step; wait=false returns early.

@@ -25,7 +25,6 @@ from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.kube.serving import (
     GRPC_PORT,
     REST_PORT,
-    VERSION_POLICIES,
     VersionPolicy,
     ServingSpec,
     build_inference_service,
@@ -222,14 +221,13 @@ def serve(
     if isinstance(model_path, str) and model_path.startswith("/"):
         # The PVC is mounted in the pod: /etc would silently have meant <pvc>/etc.
         raise InputError("model_path", model_path, "a path relative to the PVC's root, e.g. export/mnist")
-    check_relative_path("model_path", model_path.strip("/"))
+    check_relative_path("model_path", model_path)
     check_bounded("replicas", replicas, 1, 100)
     check_bounded("gpus", gpus, 0, 16)
-    if target not in TARGETS:
-        raise InputError("target", target, f"one of {', '.join(TARGETS)}")
-    if version_policy not in VERSION_POLICIES:
-        raise InputError("version_policy", version_policy, f"one of {', '.join(VERSION_POLICIES)}")
-    wanted = [int(v) if isinstance(v, int) and not isinstance(v, bool) else _bad_version(v) for v in versions or ()]
+    # target, version_policy and the versions' type: check_types above (their Literal / int hints).
+    wanted = list(versions or ())
+    if any(v < 0 for v in wanted):
+        raise InputError("versions", versions, "integer version numbers >= 0")
     if version_policy == "specific" and not wanted:
         raise InputError("versions", versions, "at least one version with version_policy specific")
     if wanted and version_policy != "specific":
@@ -325,10 +323,6 @@ def serve(
     result.succeeded = True
     result.message = f"model {model_name} version {result.version} AVAILABLE at {result.rest_endpoint}"
     return result
-
-
-def _bad_version(value: Any) -> int:
-    raise InputError("versions", value, "integer version numbers >= 0")
 
 
 def _no_constant(name: str) -> Any:

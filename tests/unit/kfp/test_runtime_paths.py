@@ -6,6 +6,9 @@ hint says int."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -169,3 +172,40 @@ def test_integers_are_coerced_only_where_the_hint_says_int() -> None:
     assert kept["args"] == [1.0] and type(kept["args"][0]) is float
     assert type(kept["env"]["A"]) is float and type(kept["labels"]["a"]) is float
     assert runtime.step_arguments(serve, {"versions": [1.5]})["versions"] == [1.5]  # not integral: the step refuses it
+
+
+_NON_ASCII_STEP = """
+import sys
+from volcano_pipelines.kfp import runtime
+
+class Artifact:
+    path = sys.argv[1]
+
+class Metrics:
+    def log_metric(self, name, value):
+        pass
+
+runtime.run_step("serve", {"name": "mod\\u00e8l", "pvc": "logs"}, metrics=Metrics(), summary=Artifact())
+"""
+
+
+def test_the_summary_does_not_depend_on_the_pods_locale(tmp_path: Path) -> None:
+    """A step pod without a locale (LC_ALL=C, no UTF-8 mode): a value typed into the KFP UI with
+    a non-ASCII character still ends as the one-line error and the same UTF-8 summary as here,
+    not a traceback. (The run here also lets scripts/mutation see that this test covers the
+    summary writer: it cannot see into the child process.)"""
+    here = tmp_path / "here.md"
+    with pytest.raises(SystemExit) as stopped:
+        runtime.run_step("serve", {"name": "mod\u00e8l", "pvc": "logs"}, metrics=Metrics(), summary=Markdown(here))
+    assert stopped.value.code == 2
+    summary = tmp_path / "summary.md"
+    source = str(Path(runtime.__file__).resolve().parents[2])  # the code under test, not another install of it
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
+           "PYTHONPATH": os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")]))}
+    env.pop("LANG", None)
+    done = subprocess.run([sys.executable, "-c", _NON_ASCII_STEP, str(summary)], env=env, capture_output=True,
+                          text=True, encoding="utf-8", errors="replace", timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("vpipe: error: invalid name=") and "Traceback" not in done.stderr
+    assert "invalid name='mod\u00e8l'" in summary.read_text(encoding="utf-8")
+    assert summary.read_bytes() == here.read_bytes()

@@ -108,3 +108,41 @@ def test_prune_edges() -> None:
     assert versions_to_prune([1, 2, 3], keep=1, protect=[2, 9]) == [1]
     assert versions_to_prune([1, 2, 3], keep=-1) == []
     assert versions_to_prune([], keep=1) == []
+
+
+@pytest.mark.parametrize("answer, want, flags", [
+    ({"model_version_status": "1"}, None, (False, False, ())),  # not this format
+    ({"model_version_status": []}, None, (False, False, ())),  # nothing loaded yet
+    (body(entry("1", "AVAILABLE"), entry("2", "END")), [2], (False, True, (1,))),  # the wanted one ended
+    (body(entry("1", "AVAILABLE"), entry("2", "LOADING")), [2], (False, False, (1,))),  # still loading
+    (body(entry("1", "AVAILABLE"), entry("2", "AVAILABLE")), [2], (True, False, (1, 2))),
+    (body(entry("1", "AVAILABLE")), None, (True, False, (1,))),
+    (body(entry("1", "END")), None, (False, True, ())),  # nothing could be loaded
+    (body(entry("1", "LOADING")), None, (False, False, ())),
+])
+def test_each_readiness_answer_is_exactly_ready_failed_and_served(answer: object, want: list[int] | None,
+                                                                   flags: tuple[bool, bool, tuple[int, ...]]) -> None:
+    """serve() reads these as booleans and a tuple of versions (list(served) on every path)."""
+    state = model_readiness(answer, want)
+    assert (state.ready, state.failed, state.served) == flags
+
+
+@pytest.mark.parametrize("answer, problem", [
+    (["model_version_status"], "a JSON object, not list"),
+    ({"model_version_status": "1"}, "model_version_status is not a list"),
+    ({"model_version_status": ["1"]}, "a model_version_status entry is not an object"),
+    ({"model_version_status": [{"version": "v1"}]}, "version 'v1' is not an integer"),
+])
+def test_an_answer_in_another_format_says_what_is_wrong(answer: object, problem: str) -> None:
+    assert model_readiness(answer).message == f"unexpected model status answer: {problem}"
+
+
+def test_a_waiting_message_shows_each_versions_error() -> None:
+    state = model_readiness(body(entry("1", "LOADING", error_code="INTERNAL", error_message="retrying")))
+    assert state.message == "waiting for a version to load (states 1: LOADING (INTERNAL: retrying))"
+
+
+def test_layout_problems_in_version_order_and_no_versions_when_missing() -> None:
+    layout = check_export_layout("/m", {"10": ["variables"], "9": ["variables"]})
+    assert [p.split(" ")[0] for p in layout.problems] == ["/m/9", "/m/10"]
+    assert check_export_layout("/m", None).versions == ()

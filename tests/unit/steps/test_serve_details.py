@@ -315,38 +315,57 @@ def no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(k8s_client, "connect", lambda *_a, **_k: pytest.fail("a cluster was contacted"))
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"model_path": "/etc"}, "model_path"),
-    ({"model_name": "-bad"}, "model_name"),
-    ({"model_name": "x" * 201}, "model_name"),
-    ({"replicas": 101}, "replicas"),
-    ({"gpus": -1}, "gpus"),
-    ({"target": "knative"}, "target"),
-    ({"version_policy": "newest"}, "version_policy"),
-    ({"versions": [True], "version_policy": "specific"}, "versions"),
-    ({"versions": ["1"], "version_policy": "specific"}, "versions"),
-    ({"version_policy": "specific"}, "versions"),
-    ({"versions": [1], "version_policy": "all"}, "versions"),
-    ({"smoke_payload": '{"instances": NaN}'}, "smoke_payload"),
-    ({"smoke_payload": "[1]"}, "smoke_payload"),
-    ({"keep_versions": 0, "model_dir_local": "/nonexistent"}, "keep_versions"),
-    ({"keep_versions": 2}, "keep_versions"),
-    ({"rest_url": "ftp://x"}, "rest_url"),
-    ({"target": "kserve", "smoke_payload": "{}"}, "smoke_payload"),
-    ({"target": "kserve", "keep_versions": 1, "model_dir_local": "/m"}, "keep_versions"),
-    ({"target": "kserve", "rest_url": "http://x"}, "rest_url"),
-    ({"target": "kserve", "version_policy": "all"}, "version_policy"),
-    ({"model_dir_local": "/nonexistent/model"}, "model_dir_local"),
+@pytest.mark.parametrize("kwargs, field, value", [
+    ({"model_path": "/etc"}, "model_path", "/etc"),
+    ({"model_name": "-bad"}, "model_name", "-bad"),
+    ({"model_name": "x" * 201}, "model_name", "x" * 201),
+    ({"namespace": "Bad_NS"}, "namespace", "Bad_NS"),
+    ({"memory": "lots"}, "memory", "lots"),
+    ({"labels": {"bad key!": "x"}}, "labels['bad key!']", "bad key!"),
+    ({"run_id": "bad id!"}, "run_id", "bad id!"),
+    ({"image_pull_secrets": ["Bad_Secret"]}, "image_pull_secrets", "Bad_Secret"),
+    ({"timeout": 0}, "timeout", 0),
+    ({"replicas": 101}, "replicas", 101),
+    ({"gpus": -1}, "gpus", -1),
+    ({"gpus": 17}, "gpus", 17),
+    ({"target": "knative"}, "target", "knative"),
+    ({"version_policy": "newest"}, "version_policy", "newest"),
+    ({"versions": [True], "version_policy": "specific"}, "versions", [True]),
+    ({"versions": ["1"], "version_policy": "specific"}, "versions", ["1"]),
+    ({"versions": [3, -1], "version_policy": "specific"}, "versions", [3, -1]),
+    ({"versions": [], "version_policy": "specific"}, "versions", []),
+    ({"version_policy": "specific"}, "versions", None),
+    ({"versions": [1], "version_policy": "all"}, "versions", [1]),
+    ({"smoke_payload": '{"instances": NaN}'}, "smoke_payload", '{"instances": NaN}'),
+    ({"smoke_payload": "[1]"}, "smoke_payload", "[1]"),
+    ({"keep_versions": 0, "model_dir_local": "/nonexistent"}, "keep_versions", 0),
+    ({"keep_versions": 10_001, "model_dir_local": "/nonexistent"}, "keep_versions", 10_001),
+    ({"keep_versions": 2}, "keep_versions", 2),
+    ({"rest_url": "ftp://x"}, "rest_url", "ftp://x"),
+    ({"target": "kserve", "smoke_payload": "{}"}, "smoke_payload", "{}"),
+    ({"target": "kserve", "keep_versions": 1, "model_dir_local": "/m"}, "keep_versions", 1),
+    ({"target": "kserve", "rest_url": "http://x"}, "rest_url", "http://x"),
+    ({"target": "kserve", "version_policy": "all"}, "version_policy", "all"),
+    ({"model_dir_local": "/nonexistent/model"}, "model_dir_local", "/nonexistent/model"),
 ])
-def test_bad_input_is_refused_naming_the_argument(no_cluster: None, kwargs: dict[str, Any], field: str) -> None:
+def test_bad_input_is_refused_naming_the_argument_and_its_value(no_cluster: None, kwargs: dict[str, Any], field: str,
+                                                                 value: Any) -> None:
     with pytest.raises(InputError) as err:
         serve("model", pvc="logs", **kwargs)
-    assert err.value.field == field
+    assert (err.value.field, err.value.value) == (field, value)
+    assert isinstance(err.value.allowed, str) and err.value.allowed  # what would be taken, for the error line
+
+
+def test_a_model_directory_that_is_no_export_is_refused_saying_what_is_wrong(no_cluster: None, tmp_path: Path) -> None:
+    with pytest.raises(InputError) as err:
+        serve("model", pvc="logs", model_dir_local=str(tmp_path), dry_run=True)
+    assert err.value.field == "model_dir_local"
+    assert f"{tmp_path} has no version directories" in err.value.allowed
 
 
 def test_good_edge_values_pass(no_cluster: None) -> None:
     for kwargs in ({"replicas": 100}, {"gpus": 16}, {"gpus": 0}, {"model_name": "A" + "x" * 199}, {"model_name": "9.a_b-c"},
-                   {"versions": [0], "version_policy": "specific"}):
+                   {"versions": [0], "version_policy": "specific"}, {"model_path": "export/mnist/"}):
         assert serve("model", pvc="logs", dry_run=True, **kwargs).succeeded, kwargs
 
 

@@ -30,9 +30,14 @@ class FakeCluster:
 
 
 class FakeApps:
-    """apps/v1 as serve() uses it. `rollouts` answers each wait_for_rollout in turn."""
+    """apps/v1 as serve() uses it. `rollouts` answers each wait_for_rollout in turn. Every call
+    must go to the one cluster connect() returned; each rollout wait reports a line through
+    its on_change, as the real watch does."""
 
     def __init__(self, previous: dict[str, Any] | None, rollouts: list[Rollout]) -> None:
+        self.cluster = FakeCluster()
+        self.connected: list[tuple[Any, ...]] = []  # connect()'s (kubeconfig, context)
+        self.checked: list[dict[str, Any]] = []  # the objects check_all() validated
         self.deployment = copy.deepcopy(previous)
         self.rollouts = list(rollouts)
         self.calls: list[tuple[Any, ...]] = []
@@ -40,8 +45,18 @@ class FakeApps:
         self.applied: list[dict[str, Any]] = []  # every object apply() got, as sent
         self.rollout_kwargs: list[dict[str, Any]] = []
 
-    def get(self, _cluster: Any, api: str, kind: str, ns: str, name: str) -> dict[str, Any] | None:
+    def connect(self, *args: Any) -> FakeCluster:
+        self.connected.append(args)
+        return self.cluster
+
+    def check_all(self, cluster: Any, objs: list[dict[str, Any]]) -> None:
+        assert cluster is self.cluster
+        self.checked += copy.deepcopy(objs)
+
+    def get(self, cluster: Any, api: str, kind: str, ns: str, name: str) -> dict[str, Any] | None:
+        assert cluster is self.cluster
         self.calls.append(("get", kind, ns, name))
+        assert api == {"PersistentVolumeClaim": "v1", "Deployment": "apps/v1"}[kind]
         if kind == "PersistentVolumeClaim":
             if not self.pvc_exists:
                 return None
@@ -50,7 +65,8 @@ class FakeApps:
             return copy.deepcopy(self.deployment)
         return None
 
-    def apply(self, _cluster: Any, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
+    def apply(self, cluster: Any, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
+        assert cluster is self.cluster
         self.calls.append(("apply", obj["kind"], obj["metadata"]["name"]))
         self.applied.append(copy.deepcopy(obj))
         applied = copy.deepcopy(obj)
@@ -61,15 +77,18 @@ class FakeApps:
 
     def patch(self, cluster: Any, api: str, kind: str, ns: str, name: str, body: Any, **kw: Any) -> dict[str, Any]:
         self.calls.append(("patch", kind, name))
-        assert isinstance(cluster, FakeCluster) and api == "apps/v1" and ns == NS
+        assert cluster is self.cluster and api == "apps/v1" and ns == NS
         assert kw.get("json_patch") and body[0]["path"] == "/spec/template" and body[0]["op"] == "replace"
         assert self.deployment is not None
         self.deployment["spec"]["template"] = copy.deepcopy(body[0]["value"])
         return copy.deepcopy(self.deployment)
 
-    def wait_for_rollout(self, _cluster: Any, ns: str, name: str, *, template_hash: str, **kw: Any) -> Rollout:
+    def wait_for_rollout(self, cluster: Any, ns: str, name: str, *, template_hash: str, **kw: Any) -> Rollout:
+        assert cluster is self.cluster
         self.calls.append(("wait", template_hash))
         self.rollout_kwargs.append({"namespace": ns, "name": name, **kw})
+        if kw.get("on_change") is not None:
+            kw["on_change"](f"deployment {ns}/{name}: rollout of {template_hash} under way")
         assert self.deployment is not None
         annotations = self.deployment["spec"]["template"].get("metadata", {}).get("annotations", {})
         assert annotations.get(TEMPLATE_HASH_ANNOTATION, "") == template_hash
@@ -89,10 +108,9 @@ def previous_deployment() -> dict[str, Any]:
 def fake(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     def make(previous: dict[str, Any] | None, rollouts: list[Rollout]) -> FakeApps:
         api = FakeApps(previous, rollouts)
-        monkeypatch.setattr(k8s_client, "connect", lambda *_a, **_k: FakeCluster())
-        for name in ("get", "apply", "patch", "wait_for_rollout"):
+        monkeypatch.setattr(k8s_client, "connect", api.connect)
+        for name in ("get", "apply", "patch", "wait_for_rollout", "check_all"):
             monkeypatch.setattr(apps, name, getattr(api, name))
-        monkeypatch.setattr(apps, "check_all", lambda *_a, **_k: None)
         # TF Serving's status asked every 50 ms instead of every 2 s: the same answers, sooner.
         monkeypatch.setattr(serving, "wait_model_available",
                             functools.partial(serving.wait_model_available, interval=0.05))
