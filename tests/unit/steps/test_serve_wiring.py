@@ -63,10 +63,11 @@ def test_every_option_reaches_the_rendered_objects() -> None:
     assert 'name: "mnist"' in text and "/models/models/mnist" in text and "versions: 4 versions: 2" in text
 
 
-def test_the_defaults_one_cpu_replica_no_gpu_ten_minutes() -> None:
+def test_the_defaults_one_small_replica_no_gpu_ten_minutes() -> None:
     deployment = _deployment(serve("model", pvc="logs", dry_run=True).manifests)
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["progressDeadlineSeconds"] == 600
+    assert container["resources"]["requests"] == {"cpu": "500m", "memory": "1Gi"}
     assert "nvidia.com/gpu" not in container["resources"]["requests"] and not container["image"].endswith("-gpu")
 
 
@@ -215,7 +216,7 @@ def test_an_unreadable_version_directory_is_a_directory_without_files(tmp_path: 
 class _Recorder(http.server.BaseHTTPRequestHandler):
     """Records method, path, content type and body; answers `answer` (status, raw bytes)."""
 
-    seen: list[tuple[str, str, str | None, bytes]]
+    seen: list[tuple[str, str, str | None, bytes]]  # (request line, path, content type, body)
     answer: tuple[int, bytes]
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -223,7 +224,8 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 
     def _handle(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.seen.append((self.command, self.path, self.headers.get("Content-Type"), body))
+        # The request line as sent: http.server itself folds a leading "//" in self.path into "/".
+        self.seen.append((self.requestline, self.path, self.headers.get("Content-Type"), body))
         status, data = self.answer
         self.send_response(status)
         self.send_header("Content-Length", str(len(data)))
@@ -239,14 +241,16 @@ def _recorder(status: int, data: bytes) -> tuple[http.server.ThreadingHTTPServer
     return http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler), seen
 
 
-def test_direct_fetch_sends_json_and_no_body_on_get() -> None:
+@pytest.mark.parametrize("slash", ["", "/"])
+def test_direct_fetch_sends_json_and_no_body_on_get(slash: str) -> None:
     server, seen = _recorder(200, b"{}")
     with running(server):
-        fetch = _direct_fetch(f"http://127.0.0.1:{server.server_address[1]}")
+        fetch = _direct_fetch(f"http://127.0.0.1:{server.server_address[1]}{slash}")  # --rest-url with or without /
         fetch("GET", "v1/models/m", None)
         fetch("POST", "v1/models/m:predict", {"instances": [1]})
-    assert seen[0][:2] == ("GET", "/v1/models/m") and seen[0][3] == b""
-    assert seen[1] == ("POST", "/v1/models/m:predict", "application/json", b'{"instances": [1]}')
+    assert seen[0][0] == "GET /v1/models/m HTTP/1.1" and seen[0][3] == b""
+    assert seen[1] == ("POST /v1/models/m:predict HTTP/1.1", "/v1/models/m:predict", "application/json",
+                       b'{"instances": [1]}')
 
 
 @pytest.mark.parametrize("status", [200, 500])

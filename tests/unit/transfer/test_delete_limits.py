@@ -20,8 +20,16 @@ def test_zero_allows_no_deletion_at_all(text: str) -> None:
     assert limit is not None
     refusal = check_deletions(_plan(keep=9, dest=10), 10, limit)  # one file of ten
     assert refusal is not None and (refusal.deletes, refusal.dest_files, refusal.empty_source) == (1, 10, False)
+    # One file of 200 (0.5 %, under any rounding to a whole percent) is still one too many.
+    few = check_deletions(_plan(keep=199, dest=200), 200, limit)
+    assert few is not None and (few.deletes, few.dest_files) == (1, 200)
     # Nothing to delete: nothing to refuse, whatever the limit.
     assert check_deletions(_plan(keep=10, dest=10), 10, limit) is None
+
+
+def test_an_empty_source_is_refused_under_any_limit_saying_what_would_go() -> None:
+    refusal = check_deletions(_plan(keep=0, dest=3), 3, DeleteLimit(percent=100.0))
+    assert refusal is not None and (refusal.deletes, refusal.dest_files, refusal.empty_source) == (3, 3, True)
 
 
 @pytest.mark.parametrize(("limit", "deletes", "refused"), [
