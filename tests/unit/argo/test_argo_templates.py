@@ -20,7 +20,7 @@ from tests.unit.argo.local_run import REPO, load, template
 from volcano_pipelines.argo import compile as argo_compile
 from volcano_pipelines.argo import templates
 from volcano_pipelines.argo.inputs import FIXED_BY_POD, output_names
-from volcano_pipelines.argo.outputs import output_files
+from volcano_pipelines.argo.outputs import output_files, termination_message
 from volcano_pipelines.steps.params import params
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.errors import InputError
@@ -218,6 +218,16 @@ def test_output_files() -> None:
     files = output_files(result)
     assert files["phase"] == "Failed" and files["succeeded"] == "false" and files["duration-seconds"] == "12.5"
     assert files["message"] == "" and "tasks" not in files and "failure" not in files
+
+
+def test_a_failed_steps_termination_message_names_the_pod_the_exit_code_and_the_last_log_line() -> None:
+    result = TrainResult("mnist", "ml", "r1", "Failed", False, message="job ml/mnist Failed: pod mnist-worker-0, exit code 3",
+                         failure={"pod": "mnist-worker-0", "exit_code": 3,
+                                  "log_tail": "loading data\ngiving up: exit 3\n\n"}).to_dict()
+    assert termination_message(result) == ("job ml/mnist Failed: pod mnist-worker-0, exit code 3; "
+                                           "last log line: giving up: exit 3")
+    assert termination_message({"message": "x" * 5000}) == "x" * 4096  # Kubernetes keeps 4096 bytes
+    assert termination_message({"ok": False}) == "" and termination_message(None) == ""
 
 
 # --- the container, run for real ------------------------------------------------------------
