@@ -49,13 +49,13 @@ from tests.node.test_training import (  # noqa: F401 - module fixtures: node, co
 )
 from tests.storage.fixtures import POD_HDFS_NAME
 from tests.storage.trees import put_tree
-from volcano_pipelines.images import TENSORBOARD_IMAGE, TF_TRAINER_IMAGE
+from volcano_pipelines.images import MPI_TRAINER_IMAGE, TENSORBOARD_IMAGE, TF_TRAINER_IMAGE
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers, pytest.mark.hdfs,
               pytest.mark.gluster]
 
 STANDIN = STAND_INS["tfserving-standin"]
-TEMPLATES = ("sync", "train-tf", "reap", "tensorboard", "serve", "train-and-serve")
+TEMPLATES = ("sync", "train-tf", "train-mpi", "reap", "tensorboard", "serve", "train-and-serve", "train-and-serve-mpi")
 STEPS = ("sync", "train", "reap", "tensorboard", "serve")
 
 
@@ -107,6 +107,24 @@ def storage(api: Any, pvs: list[str], namespace: str, gluster: Any, node: Any, t
     return Storage(f"{tag}-data", f"{tag}-logs", data_dir, log_dir)
 
 
+def stage_dataset(hdfs: Any, namespace: str, tmp_path: Path) -> tuple[dict[str, bytes], str]:
+    """examples/data's dataset in HDFS; (its files, the URL the pods' sync reads it from)."""
+    made = tmp_path / "dataset"
+    subprocess.run([sys.executable, str(EXAMPLES / "data" / "make_dataset.py"), str(made), "--shards", "2"],
+                   check=True, capture_output=True)
+    dataset = {p.name: p.read_bytes() for p in made.iterdir()}
+    put_tree(hdfs.client(), f"/datasets/{namespace}", dataset)
+    return dataset, f"webhdfs://{POD_HDFS_NAME}:{hdfs.http_port}/datasets/{namespace}"
+
+
+def placed(node: Any) -> dict[str, str]:  # noqa: F811
+    """The pipeline parameters that put TensorBoard and the job's pods on the real node."""
+    selector, taint = f"{node.label}={node.label_value}", toleration(node)
+    return {"node-selector": selector, "tolerations": taint, "tensorboard-image": TENSORBOARD_IMAGE,
+            "tensorboard-node-selector": selector, "tensorboard-tolerations": taint, "tensorboard-cpu": "50m",
+            "queue": "default"}
+
+
 def pipeline_parameters(node: Any, name: str, code: str, src: str, volumes: Storage, serving_url: str,  # noqa: F811
                         **extra: str) -> dict[str, str]:
     selector, taint = f"{node.label}={node.label_value}", toleration(node)
@@ -117,9 +135,7 @@ def pipeline_parameters(node: Any, name: str, code: str, src: str, volumes: Stor
         "image": TF_TRAINER_IMAGE, "code-url": code, "ps": "1", "workers": "2", "chief": "true",
         "args": "\n".join(["--api=tf2", "--steps=40", "--threads=1", "--log_every=20", "--checkpoint_every=20",
                            f"--model_name={name}"]),
-        "env": "TF_CPP_MIN_LOG_LEVEL=2", "queue": "default", "node-selector": selector, "tolerations": taint, **small,
-        "tensorboard-image": TENSORBOARD_IMAGE, "tensorboard-node-selector": selector,
-        "tensorboard-tolerations": taint, "tensorboard-cpu": "50m",
+        "env": "TF_CPP_MIN_LOG_LEVEL=2", **placed(node), **small,
         "serving-image": STANDIN, "serving-node-selector": selector, "serving-tolerations": taint,
         "serving-cpu": "50m", "serving-memory": "128Mi", "serving-rest-url": serving_url,
         "serving-smoke-payload": json.dumps({"instances": [[0.5] * 8]}),
@@ -193,6 +209,17 @@ def parse_time(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def check_step_pods(plane: Any, namespace: str, node: Any, step_pods: list[dict[str, str]], at_least: int  # noqa: F811
+                    ) -> set[Any]:
+    """Every step pod ran on the real node as vpipe-runner, and every request of the
+    ServiceAccount (the steps and argoexec) was granted; returns the granted accesses."""
+    assert len(step_pods) >= at_least, step_pods
+    assert all(p["service_account"] == "vpipe-runner" and p["node"] == node.name for p in step_pods), step_pods
+    refused, allowed = support.service_account_accesses(plane.audit_log, namespace, "vpipe-runner")
+    assert refused == [], f"refused: {refused}"
+    return allowed
+
+
 def task_nodes(wf: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The DAG's task nodes (and the exit handler's steps) by display name."""
     return {n["displayName"]: n for n in wf["status"]["nodes"].values() if n.get("type") in ("Retry", "Pod", "Skipped")
@@ -210,12 +237,7 @@ def test_train_and_serve_succeeds_end_to_end_and_a_failing_worker_fails_it_with_
     plane = cluster.require_local()
     api, pvs = shipped
     real = pipeline_node
-    made = tmp_path / "dataset"
-    subprocess.run([sys.executable, str(EXAMPLES / "data" / "make_dataset.py"), str(made), "--shards", "2"],
-                   check=True, capture_output=True)
-    dataset = {p.name: p.read_bytes() for p in made.iterdir()}
-    put_tree(hdfs_for_pods.client(), f"/datasets/{namespace}", dataset)
-    src = f"webhdfs://{POD_HDFS_NAME}:{hdfs_for_pods.http_port}/datasets/{namespace}"
+    dataset, src = stage_dataset(hdfs_for_pods, namespace, tmp_path)
     good, bad = (storage(api, pvs, namespace, gluster, real, tag) for tag in ("e2e", "boom"))
 
     with support.service_forwarder(api, namespace, "e2e-serving", "http", real.gateway_ip) as serving_url:
@@ -286,11 +308,8 @@ def test_train_and_serve_succeeds_end_to_end_and_a_failing_worker_fails_it_with_
              lambda: "boom" not in jobs(api, namespace) and not training_pods(core, namespace, "boom"), timeout=120)
 
     # --- every step in a pod on the real node, as vpipe-runner, every request granted ---------
-    step_pods = [p for p in pods.values() if p["workflow"] in names]
-    assert len(step_pods) >= len(STEPS) + 3, pods  # + the report steps, the failed run's sync and train
-    assert all(p["service_account"] == "vpipe-runner" and p["node"] == real.name for p in step_pods), step_pods
-    refused, allowed = support.service_account_accesses(plane.audit_log, namespace, "vpipe-runner")
-    assert refused == [], f"refused: {refused}"
+    allowed = check_step_pods(plane, namespace, real, [p for p in pods.values() if p["workflow"] in names],
+                              len(STEPS) + 3)  # + the report steps, the failed run's sync and train
     for access in (("create", "batch.volcano.sh", "jobs", ""), ("create", "apps", "deployments", ""),
                    ("create", "argoproj.io", "workflowtaskresults", ""), ("delete", "batch.volcano.sh", "jobs", "")):
         assert access in allowed, (access, sorted(allowed))
@@ -302,3 +321,35 @@ def test_train_and_serve_succeeds_end_to_end_and_a_failing_worker_fails_it_with_
           f"created); at the next tick, {at_next_tick}: not run (Forbid)")
     print(f"train-and-serve: workflow {seconds(ok['status']):.0f} s (both pipelines done {wall:.0f} s after "
           f"submission); steps: {shares}; the failing pipeline {seconds(failed['status']):.0f} s: {message}")
+
+
+def test_the_mpi_pipeline_syncs_trains_and_starts_tensorboard(
+        cluster: Any, namespace: str, pipeline_node: Any, code_url: str, hdfs_for_pods: Any, gluster: Any,  # noqa: F811
+        shipped: Any, tmp_path: Path) -> None:
+    """vpipe-train-and-serve-mpi: sync from HDFS onto GlusterFS -> an MPI job (mpimaster + 2
+    workers, mpiexec over ssh, the examples' allreduce training) -> TensorBoard."""
+    plane = cluster.require_local()
+    api, pvs = shipped
+    real = pipeline_node
+    dataset, src = stage_dataset(hdfs_for_pods, namespace, tmp_path)
+    volumes = storage(api, pvs, namespace, gluster, real, "lr")
+    small = {f"{task}-{what}": value for task in ("mpimaster", "mpiworker")
+             for what, value in (("cpu", "250m"), ("memory", "512Mi"))}
+    name = submit_from_template(api, namespace, real, "vpipe-train-and-serve-mpi", "lr-", {
+        "name": "lr", "timeout": "600", "sync-src": src, "data-pvc": volumes.data_pvc, "log-pvc": volumes.log_pvc,
+        "image": MPI_TRAINER_IMAGE, "code-url": f"{code_url}/mpi/", "workers": "2",
+        "command": "python3 train.py --steps=30", **placed(real), **small,
+    })
+    finished, pods = follow(api, namespace, [name], timeout=900)
+    done = finished[name]
+    assert done["status"]["phase"] == "Succeeded", _why(done)
+    nodes = task_nodes(done)
+    assert [nodes[step]["phase"] for step in ("sync", "train", "tensorboard", "report")] == ["Succeeded"] * 4, nodes
+    outputs = {p["name"]: p.get("value") for p in done["status"]["outputs"]["parameters"]}
+    assert outputs["phase"] == "Completed" and outputs["tensorboard-url"] == f"http://lr-tensorboard.{namespace}.svc:6006/"
+    assert {p.name: p.read_bytes() for p in volumes.data_dir.iterdir() if p.is_file()} == dataset
+    # mpiexec ran a rank on each worker pod; they wrote their agreed result to the log PVC.
+    assert json.loads((volumes.log_dir / "mpi-result.json").read_text())["ranks"] == 2
+    check_step_pods(plane, namespace, real, [p for p in pods.values() if p["workflow"] == name], 4)
+    shares = ", ".join(f"{step} {seconds(nodes[step]):.0f} s" for step in ("sync", "train", "tensorboard"))
+    print(f"\ntrain-and-serve-mpi: workflow {seconds(done['status']):.0f} s; steps: {shares}")
