@@ -271,15 +271,24 @@ LIFECYCLE: tuple[tuple[str, str, dict[str, str], frozenset[str]], ...] = (
       "pvc": "{{workflow.parameters.log-pvc}}", "namespace": "{{workflow.namespace}}"},
      frozenset({"model-dir-local", "keep-versions"})),
 )
-# The workflow's outputs (`status.outputs`): what a user looks for after a run. name -> (task,
-# its output, the value when the task did not run: serve is skipped with serve-model false).
-PIPELINE_OUTPUTS: dict[str, tuple[str, str, str | None]] = {
-    "result": ("train", "result", None),
-    "phase": ("train", "phase", None),
-    "succeeded": ("train", "succeeded", None),
-    "ps-linger-seconds": ("reap", "ps-linger-seconds", None),
-    "tensorboard-url": ("tensorboard", "url", None),
-    "served-version": ("serve", "version", "-1"),
+# The workflow's outputs (its entrypoint's): what a user looks for after a run. name -> (the
+# tasks it needs, valueFrom). The parameter servers' linger: reap's when reap ended them, else
+# what train measured while Volcano's CompleteJob ended them. served-version: -1 when serve
+# was skipped (serve-model false).
+def _output(task: str, field: str) -> str:
+    return f"tasks.{task}.outputs.parameters['{field}']"
+
+
+PIPELINE_OUTPUTS: dict[str, tuple[tuple[str, ...], ValueFromModel]] = {
+    "result": (("train",), ValueFromModel(parameter=tag("tasks.train.outputs.parameters.result"))),
+    "phase": (("train",), ValueFromModel(parameter=tag("tasks.train.outputs.parameters.phase"))),
+    "succeeded": (("train",), ValueFromModel(parameter=tag("tasks.train.outputs.parameters.succeeded"))),
+    "ps-linger-seconds": (("train", "reap"), ValueFromModel(expression=(
+        f"{_output('reap', 'ps-linger-seconds')} != '' ? {_output('reap', 'ps-linger-seconds')} : "
+        f"{_output('train', 'ps-linger-seconds')}"))),
+    "tensorboard-url": (("tensorboard",), ValueFromModel(parameter=tag("tasks.tensorboard.outputs.parameters.url"))),
+    "served-version": (("serve",), ValueFromModel(parameter=tag("tasks.serve.outputs.parameters.version"),
+                                                  default="-1")),
 }
 # Defaults of lifecycle parameters whose template has none (reap needs a timeout for Argo's deadline).
 # TensorBoard's Service: ClusterIP (NodePort would publish the logs, unauthenticated, on every
@@ -352,11 +361,8 @@ def train_and_serve(runtime_image: str = RUNTIME_IMAGE, kind: str = "tf") -> Wor
                              template_ref=TemplateRef(name=f"vpipe-{template_name}", template=template_name),
                              arguments=_arguments(lifecycle_args[template_name])))
         previous = template_name
-    outputs = [
-        ParameterModel(name=name, value_from=ValueFromModel(parameter=tag(f"tasks.{task}.outputs.parameters.{field}"),
-                                                            default=default))
-        for name, (task, field, default) in PIPELINE_OUTPUTS.items() if task in ("train", *pipeline.after)
-    ]
+    outputs = [ParameterModel(name=name, value_from=value_from) for name, (needs, value_from) in PIPELINE_OUTPUTS.items()
+               if set(needs) <= {"train", *pipeline.after}]
     main = TemplateModel(name="main", dag=DAGTemplate(tasks=tasks), outputs=Outputs(parameters=outputs))
     report = Container(
         name="report",
