@@ -7,6 +7,7 @@ Not explained yet; until it is, it must not run in CI. Rename to test_lost_pod.p
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,29 @@ from tests.argo.test_workflows import _why, wait_finished, workflow
 from tests.integration.waiting import wait_for
 
 
+def record_pod(core: Any, namespace: str, name: str, seen: list[str]) -> threading.Thread:
+    """Every state of pod `name` until it is gone: phase, deletion, each container's state."""
+    from kubernetes import watch
+
+    def run() -> None:
+        for event in watch.Watch().stream(core.list_namespaced_pod, namespace, field_selector=f"metadata.name={name}",
+                                          timeout_seconds=240):
+            pod = event["object"]
+            states = []
+            for status in pod.status.container_statuses or []:
+                term = status.state.terminated if status.state else None
+                states.append(f"{status.name}=" + (f"exit {term.exit_code} {term.reason} {term.message!r}" if term
+                                                   else "running" if status.state and status.state.running else "waiting"))
+            seen.append(f"{time.monotonic():.1f} {event['type']} {pod.status.phase} "
+                        f"deleting={pod.metadata.deletion_timestamp is not None} {' '.join(states)}")
+            if event["type"] == "DELETED":
+                return
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_deleted_step_pod_is_retried_and_attaches_to_the_one_job(cluster: Any, namespace: str, real_node: Any,
                                                                   shipped: Any, tmp_path: Path) -> None:  # noqa: F811
     plane = cluster.require_local()
@@ -28,15 +52,21 @@ def test_deleted_step_pod_is_retried_and_attaches_to_the_one_job(cluster: Any, n
         wait_for("job lost Running", lambda: running(api, namespace, "lost"), timeout=300)
         uid = jobs(api, namespace)["lost"]["metadata"]["uid"]
         (first,) = [p for p in step_pods(core, namespace, name) if p.status.phase == "Running"]
+        seen: list[str] = []
+        recorder = record_pod(core, namespace, first.metadata.name, seen)
         deleted_at = time.monotonic()
+        seen.append(f"{deleted_at:.1f} delete requested")
         core.delete_namespaced_pod(first.metadata.name, namespace)
         wait_for("a retried step pod Running", lambda: next(
             (p for p in step_pods(core, namespace, name)
              if p.metadata.name != first.metadata.name and p.status.phase == "Running"), None), timeout=180,
                  explain=lambda: f"{_why(workflow(api, namespace, name))}; pods "
-                                 f"{[(p.metadata.name, p.status.phase) for p in step_pods(core, namespace, name)]}")
+                                 f"{[(p.metadata.name, p.status.phase) for p in step_pods(core, namespace, name)]}; "
+                                 f"the deleted pod: {seen}")
         retried_running = time.monotonic() - deleted_at
         finished = wait_finished(api, namespace, name, timeout=300)
+        recorder.join(timeout=10)
+    print("\nthe deleted step pod:\n" + "\n".join(seen))
     assert finished["status"]["phase"] == "Succeeded", _why(finished)
     job = jobs(api, namespace)["lost"]
     assert job["metadata"]["uid"] == uid and job["status"]["state"]["phase"] == "Completed"
