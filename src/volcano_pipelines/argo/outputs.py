@@ -18,6 +18,7 @@ __all__ = ["TERMINATION_MESSAGE_LIMIT", "output_files", "termination_message", "
 
 # Kubernetes keeps at most 4096 bytes of a container's termination message.
 TERMINATION_MESSAGE_LIMIT = 4096
+TERMINATION_LOG_LINES = 3
 
 
 def _text(value: Any) -> str:
@@ -40,7 +41,9 @@ def output_files(result: dict[str, Any]) -> dict[str, str]:
 def termination_message(result: Any) -> str:
     """What a failed step says in one line (the container's termination message, which Argo
     shows as the node's message): the result's message and, for a failed pod of the job, the
-    last line of its log. Empty when the result says nothing."""
+    last lines of its log (a few: a program's stdout and stderr reach the log through two
+    pipes, so the line written last is not always the last one there). Empty when the result
+    says nothing."""
     if not isinstance(result, dict) or not isinstance(result.get("message"), str):
         return ""
     text: str = result["message"]
@@ -48,7 +51,7 @@ def termination_message(result: Any) -> str:
     tail = failure.get("log_tail") if isinstance(failure, dict) else None
     lines = [line.strip() for line in tail.splitlines() if line.strip()] if isinstance(tail, str) else []
     if lines:
-        text += f"; last log line: {lines[-1]}"
+        text += f"; last log lines: {' | '.join(lines[-TERMINATION_LOG_LINES:])}"
     return text.encode()[:TERMINATION_MESSAGE_LIMIT].decode(errors="ignore")
 
 

@@ -7,7 +7,7 @@ result going to OUT/result.json (OUT: $VPIPE_ARGO_OUT, default /tmp/vpipe), prin
 writes one file per scalar field under OUT/outputs/ (argo/outputs.py), and exits with vpipe's
 exit code. Bad pairs (a switch that is not true/false, a timeout that is not whole seconds)
 exit 2 with one line naming the parameter, before vpipe starts. When vpipe fails, the result's
-message (and the last log line of the job's failed pod) goes to the container's termination
+message (and the last log lines of the job's failed pod) goes to the container's termination
 message file, /dev/termination-log ($VPIPE_TERMINATION_LOG): Argo shows it as the node's message,
 next to the exit code.
 

@@ -221,12 +221,12 @@ def test_output_files() -> None:
     assert files["message"] == "" and "tasks" not in files and "failure" not in files
 
 
-def test_a_failed_steps_termination_message_names_the_pod_the_exit_code_and_the_last_log_line() -> None:
+def test_a_failed_steps_termination_message_names_the_pod_the_exit_code_and_the_last_log_lines() -> None:
     result = TrainResult("mnist", "ml", "r1", "Failed", False, message="job ml/mnist Failed: pod mnist-worker-0, exit code 3",
                          failure={"pod": "mnist-worker-0", "exit_code": 3,
-                                  "log_tail": "loading data\ngiving up: exit 3\n\n"}).to_dict()
+                                  "log_tail": "start\nepoch 1\nloading data\ngiving up: exit 3\n\n"}).to_dict()
     assert termination_message(result) == ("job ml/mnist Failed: pod mnist-worker-0, exit code 3; "
-                                           "last log line: giving up: exit 3")
+                                           "last log lines: epoch 1 | loading data | giving up: exit 3")
     assert termination_message({"message": "x" * 5000}) == "x" * 4096  # Kubernetes keeps 4096 bytes
     assert termination_message({"ok": False}) == "" and termination_message(None) == ""
 
