@@ -208,3 +208,10 @@ def service_forwarder(api: Any, namespace: str, service: str, port_name: str, ho
     finally:
         server.shutdown()
         server.server_close()
+
+
+def parse_time(text: str) -> float:
+    """An RFC 3339 time as Kubernetes and Argo write it, in seconds since the epoch."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

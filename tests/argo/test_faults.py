@@ -7,10 +7,7 @@ pod on the real node, faults caused the way Argo and Kubernetes cause them:
   training pod is left; the time that takes is printed;
 * the Workflow deleted in the middle of training: the garbage collector deletes the job
   through its ownerReference;
-* the train step's pod deleted in the middle of training: the kubelet's SIGTERM finds the pod
-  being deleted, vpipe keeps the job and exits 3, Argo retries the node (retryPolicy Always),
-  the new pod attaches to the same job, the Workflow succeeds, and the audit log shows exactly
-  one Volcano Job created;
+* (the train step's pod deleted in the middle of training: tests/argo/test_lost_pod.py);
 * a timeout that is not whole seconds: the Workflow fails with the step's exit-2 message, not
   a pod-creation parse error.
 

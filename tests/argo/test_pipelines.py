@@ -219,12 +219,6 @@ def forbid_lines(argo: Any, namespace: str) -> int:
                if "'ConcurrencyPolicy: Forbid' and has an active Workflow so it was not run" in line and namespace in line)
 
 
-def parse_time(text: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
 def check_step_pods(plane: Any, namespace: str, node: Any, step_pods: list[dict[str, str]], at_least: int  # noqa: F811
                     ) -> set[Any]:
     """Every step pod ran on the real node as vpipe-runner, and every request of the
@@ -250,7 +244,7 @@ def task_nodes(wf: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def seconds(status: dict[str, Any]) -> float:
     """finishedAt - startedAt of a node or a workflow's status."""
-    return parse_time(status["finishedAt"]) - parse_time(status["startedAt"])
+    return support.parse_time(status["finishedAt"]) - support.parse_time(status["startedAt"])
 
 
 def test_train_and_serve_succeeds_end_to_end_and_a_failing_worker_fails_it_with_cleanup(
@@ -275,7 +269,7 @@ def test_train_and_serve_succeeds_end_to_end_and_a_failing_worker_fails_it_with_
         fired_after = time.monotonic() - started
         # Its next tick comes while that run still goes: Forbid makes the controller skip it.
         scheduled = cron_status(api, namespace)["lastScheduledTime"]
-        next_tick = parse_time(scheduled) + 60
+        next_tick = support.parse_time(scheduled) + 60
         time.sleep(max(0.0, next_tick + 10 - time.time()))
         at_next_tick = {"runs": [w["metadata"]["name"] for w in cron_runs(api, namespace)],
                         "phase": workflow(api, namespace, first["name"]).get("status", {}).get("phase"),
