@@ -41,7 +41,12 @@ ROOT = IMAGES_DIR.parent
 sys.path.insert(0, str(ROOT / "src"))  # the image names and version, without installing
 
 from volcano_pipelines import __version__  # noqa: E402
-from volcano_pipelines.images import IMAGES  # noqa: E402
+from volcano_pipelines.images import IMAGES as PRODUCT_IMAGES, REPOSITORY_PREFIX  # noqa: E402
+
+# Test-only images: stand-ins for what cannot be had where the tests run (no registry, no
+# TF Serving binary). Built like the product's images; never named by the package.
+STAND_INS = {"tfserving-standin": f"{REPOSITORY_PREFIX}/tfserving-standin:{__version__}"}
+IMAGES = {**PRODUCT_IMAGES, **STAND_INS}  # images/<name>/Dockerfile -> tag
 
 # The Dockerfiles' default BASE_IMAGE: Debian 12 at a pinned point release. Python in it is
 # 3.11, the version the host's wheels are resolved for (checked before building).

@@ -5,6 +5,9 @@ the CPU and memory of a step's process seen from the host."""
 from __future__ import annotations
 
 import os
+import socket
+import socketserver
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -129,3 +132,86 @@ def sample_while(marker: str, seconds: float) -> tuple[Usage, Usage, float] | No
     if second is None:
         return None
     return first, second, time.monotonic() - t0
+
+
+def external_name(api: Any, namespace: str, name: str, address: str, port: int) -> None:
+    """`name` resolves to `address` for the namespace's pods (CoreDNS): a headless Service
+    without a selector and its EndpointSlice, as a cluster names a service outside it."""
+    from kubernetes import client
+
+    client.CoreV1Api(api).create_namespaced_service(namespace, {
+        "metadata": {"name": name},
+        "spec": {"clusterIP": "None", "ports": [{"name": "tcp", "port": port}]},
+    })
+    client.DiscoveryV1Api(api).create_namespaced_endpoint_slice(namespace, {
+        "metadata": {"name": name, "labels": {"kubernetes.io/service-name": name}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+        "ports": [{"name": "tcp", "port": port, "protocol": "TCP"}],
+    })
+
+
+def service_endpoint(api: Any, namespace: str, service: str, port_name: str) -> tuple[str, int] | None:
+    """A ready endpoint (pod address, target port) of a Service, from its EndpointSlices."""
+    from kubernetes import client
+
+    slices = client.DiscoveryV1Api(api).list_namespaced_endpoint_slice(
+        namespace, label_selector=f"kubernetes.io/service-name={service}").items
+    for piece in slices:
+        port = next((p.port for p in piece.ports or [] if p.name == port_name), None)
+        for endpoint in piece.endpoints or []:
+            if port and endpoint.addresses and (endpoint.conditions is None or endpoint.conditions.ready):
+                return endpoint.addresses[0], int(port)
+    return None
+
+
+@contextmanager
+def service_forwarder(api: Any, namespace: str, service: str, port_name: str, host: str) -> Iterator[str]:
+    """http://HOST:PORT forwarding each connection to a ready endpoint of `service`, looked up
+    when the connection comes: what kube-proxy's userspace mode did. The test node has no
+    kube-proxy (only the `kubernetes` Service's address is routed), so a step pod reaches a
+    Service it created through this address instead of the ClusterIP."""
+
+    def pipe(source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            try:
+                target.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            endpoint = service_endpoint(api, namespace, service, port_name)
+            if endpoint is None:
+                return  # no ready endpoint: connection closed, as with a Service without endpoints
+            try:
+                upstream = socket.create_connection(endpoint, timeout=10)
+            except OSError:
+                return
+            with upstream:
+                back = threading.Thread(target=pipe, args=(upstream, self.request), daemon=True)
+                back.start()
+                pipe(self.request, upstream)
+                back.join(timeout=30)
+
+    server = socketserver.ThreadingTCPServer((host, 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{host}:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def parse_time(text: str) -> float:
+    """An RFC 3339 time as Kubernetes and Argo write it, in seconds since the epoch."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

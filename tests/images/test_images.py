@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,16 @@ from volcano_pipelines.local.plan import expand
 from volcano_pipelines.steps import render_mpi, render_tf
 
 pytestmark = pytest.mark.containers
+
+
+def _get(url: str, body: Any = None) -> tuple[int, Any]:
+    request = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
+                                     method="GET" if body is None else "POST")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
 
 # The user's entry point: prints what it received as one JSON line, and the TensorFlow it can
 # import (the image's, not the host's).
@@ -66,9 +77,9 @@ def kubelet_view(container: dict[str, Any], extra: dict[str, str]) -> tuple[list
 
 
 def test_every_image_is_built_tagged_and_labelled(images: Images) -> None:
-    assert set(images.built) == set(IMAGES)
+    assert set(images.built) == set(build.IMAGES) == set(IMAGES) | set(build.STAND_INS)
     for name, built in images.built.items():
-        assert built.tag == IMAGES[name] and built.tag.endswith(f":{__version__}")
+        assert built.tag == build.IMAGES[name] and built.tag.endswith(f":{__version__}")
         assert images.engine.label(built.tag, build.HASH_LABEL) == built.content_hash
         assert images.archive(name).stat().st_size > 10_000_000  # a docker-archive with layers
 
@@ -161,5 +172,57 @@ def test_tensorboard_serves_the_logs(images: Images, tmp_path: Path) -> None:
                 time.sleep(1)
         assert environment["data_location"] == "/logs"
         assert environment["version"] == "2.21.0"
+    finally:
+        images.engine("rm", "-f", container, capture=True, check=False)
+
+
+def test_tfserving_standin_reports_the_version_directories_and_predicts(images: Images, tmp_path: Path) -> None:
+    """The stand-in (test-only) started with the flags `vpipe serve` gives TF Serving: a model
+    status that follows the numbered directories under the base path (latest policy), 404
+    before any version and for an unknown model, :predict with TF Serving's request checks."""
+    port = _free_port()
+    base = tmp_path / "export" / "m"
+    base.mkdir(parents=True)
+    for path in (tmp_path, base.parent, base):
+        path.chmod(0o755)  # the stand-in runs as uid 1000
+    started = images.run("tfserving-standin", "--port=8500", f"--rest_api_port={port}", "--model_name=m",
+                         "--model_base_path=/models/export/m", "--file_system_poll_wait_seconds=0.2",
+                         volumes=[f"{tmp_path}:/models:ro"], detach=True)
+    assert started.returncode == 0, started.stderr
+    container = started.stdout.strip()
+    status = f"http://127.0.0.1:{port}/v1/models/m"
+
+    def answer(url: str, want: int, body: Any = None) -> Any:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                code, got = _get(url, body)
+                if code == want:
+                    return got
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                out = images.engine("logs", container, capture=True, check=False)
+                pytest.fail(f"no HTTP {want} from {url}: {out.stdout}{out.stderr}")
+            time.sleep(0.2)
+
+    try:
+        assert "Could not find any versions of model m" in answer(status, 404)["error"]
+        (base / "1").mkdir()
+        (base / "1" / "saved_model.pb").write_bytes(b"\x08\x01")
+        assert answer(status, 200) == {"model_version_status": [
+            {"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}]}
+        (base / "2").mkdir()  # no SavedModel in it: the latest version fails to load, 1 stays
+        ended = answer(status + "/versions/2", 200)["model_version_status"][0]
+        assert (ended["state"], ended["status"]["error_code"]) == ("END", "NOT_FOUND")
+        assert answer(status + "/versions/1", 200)["model_version_status"][0]["state"] == "AVAILABLE"
+        (base / "3").mkdir()
+        (base / "3" / "saved_model.pbtxt").write_text("")
+        answer(status + "/versions/3", 200)
+        states = {v["version"]: v["state"] for v in answer(status, 200)["model_version_status"]}
+        assert states["3"] == "AVAILABLE" and states["1"] == "END", states  # latest: 1 unloaded
+        assert _get(f"{status}:predict", {"instances": [[1.0], [2.0]]}) == (200, {"predictions": [[0.0], [0.0]]})
+        assert _get(f"{status}:predict", {"rows": []})[0] == 400
+        assert _get(f"http://127.0.0.1:{port}/v1/models/other", None)[0] == 404
     finally:
         images.engine("rm", "-f", container, capture=True, check=False)

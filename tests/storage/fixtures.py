@@ -17,11 +17,15 @@ from tests.needs import unavailable
 from tests.storage.harness import Gluster, GlusterVolume, MiniHdfs, Unavailable, start_hdfs
 
 
-def _running_hdfs(*, ha: bool) -> Iterator[MiniHdfs]:
+# The name pods know the HDFS of `hdfs_for_pods` by (the test gives it to them: tests/argo).
+POD_HDFS_NAME = "vpipe-hdfs"
+
+
+def _running_hdfs(*, ha: bool, datanode_hostname: str | None = None) -> Iterator[MiniHdfs]:
     """Start a MiniDFSCluster (skip, or fail in CI, when it cannot run here), stop it and
     remove its files after."""
     try:
-        cluster = start_hdfs(ha=ha)
+        cluster = start_hdfs(ha=ha, datanode_hostname=datanode_hostname)
     except Unavailable as err:
         unavailable(str(err))
     try:
@@ -43,6 +47,15 @@ def hdfs_ha() -> Iterator[MiniHdfs]:
     """An HA MiniDFSCluster: name service "ns1" (nn1 active, nn2 standby), client
     configuration in .conf_dir (core-site.xml + hdfs-site.xml), .failover()."""
     yield from _running_hdfs(ha=True)
+
+
+@pytest.fixture(scope="session")
+def hdfs_for_pods() -> Iterator[MiniHdfs]:
+    """A MiniDFSCluster for clients in pods, over WebHDFS: its NameNode's HTTP server and its
+    DataNode listen on all addresses, and WebHDFS redirects name the DataNode POD_HDFS_NAME,
+    which the test makes resolve to the real node's gateway for its pods. From this host it
+    is the same as `hdfs` (.client() over RPC on loopback)."""
+    yield from _running_hdfs(ha=False, datanode_hostname=POD_HDFS_NAME)
 
 
 class GlusterVolumes:

@@ -76,6 +76,9 @@ class MiniHdfs:
     rpc_port: int
     http_port: int
     ha_ports: tuple[int, int] | None = None  # (rpc, http) of nn2: an HA name service "ns1"
+    # The DataNode's name in WebHDFS redirects, for clients that are not on this host (pods):
+    # then the NameNode's HTTP server and the DataNode listen on all addresses.
+    datanode_hostname: str | None = None
     proc: subprocess.Popen[str] | None = None
     conf_dir: Path = field(init=False)
     _lines: list[str] = field(default_factory=list)
@@ -115,6 +118,7 @@ class MiniHdfs:
                 # Java 17: Jersey/JAXB behind WebHDFS reflect into java.base (as Hadoop's own scripts allow).
                 *(f"--add-opens=java.base/{pkg}=ALL-UNNAMED" for pkg in JAVA_OPENS),
                 f"-Dlog4j.configuration=file:{log4j}",
+                *([f"-Dvpipe.datanode.hostname={self.datanode_hostname}"] if self.datanode_hostname else []),
                 "-cp",
                 classpath,
                 "vpipe.MiniHdfs",
@@ -196,10 +200,11 @@ class MiniHdfs:
         self.proc = None
 
 
-def start_hdfs(base: Path | None = None, *, ha: bool = False) -> MiniHdfs:
+def start_hdfs(base: Path | None = None, *, ha: bool = False, datanode_hostname: str | None = None) -> MiniHdfs:
     base = base or Path(tempfile.mkdtemp(prefix="vpipe-hdfs-"))
     ha_ports = (free_port(), free_port()) if ha else None
-    cluster = MiniHdfs(base=base, rpc_port=free_port(), http_port=free_port(), ha_ports=ha_ports)
+    cluster = MiniHdfs(base=base, rpc_port=free_port(), http_port=free_port(), ha_ports=ha_ports,
+                       datanode_hostname=datanode_hostname)
     cluster.start()
     return cluster
 

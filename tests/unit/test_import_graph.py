@@ -84,10 +84,11 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
                          "to split: the rollout watch"),
     "steps/_reap.py": (620, "the reap step: one-shot and sweeper over Volcano jobs and the classic layout; "
                               "to split: the sweeper loop from the step's argument handling"),
-    "steps/_serve.py": (420, "the serve step: argument checks, rollout wait, smoke test, rollback and pruning; "
+    "steps/_serve.py": (430, "the serve step: argument checks, rollout wait, smoke test, rollback and pruning; "
                               "to split: the TF Serving status client"),
-    "argo/templates.py": (420, "every WorkflowTemplate (per step, train-and-serve, the CronWorkflow) built in one "
-                                "place from the step signatures; to split: the pipeline from the per-step templates"),
+    "argo/templates.py": (450, "every WorkflowTemplate (per step, the TF and MPI pipelines, the CronWorkflow) built "
+                                "in one place from the step signatures; to split: the pipelines (with their "
+                                "outputs) from the per-step templates"),
     "local/runner.py": (680, "the local backend's job state machine (Volcano's policies, gang start, restarts, "
                              "linger) in one place; to split: the pod records"),
 }

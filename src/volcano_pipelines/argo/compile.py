@@ -35,6 +35,7 @@ def artifacts(runtime_image: str = RUNTIME_IMAGE) -> dict[str, str]:
     for name, spec in templates.STEPS.items():
         out[f"{OUT_DIR}/{name}.yaml"] = _document(templates.step_workflow_template(spec, runtime_image))
     out[f"{OUT_DIR}/train-and-serve.yaml"] = _document(templates.train_and_serve(runtime_image))
+    out[f"{OUT_DIR}/train-and-serve-mpi.yaml"] = _document(templates.train_and_serve(runtime_image, "mpi"))
     out[f"{OUT_DIR}/nightly-retrain.yaml"] = _document(templates.nightly_retrain())
     # The WorkflowTemplates as one kustomize base (manifests/argo uses it). The CronWorkflow
     # is left out: its arguments are an example to edit before it runs every night.

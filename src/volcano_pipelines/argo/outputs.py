@@ -14,7 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["output_files", "write_outputs"]
+__all__ = ["TERMINATION_MESSAGE_LIMIT", "output_files", "termination_message", "write_outputs"]
+
+# Kubernetes keeps at most 4096 bytes of a container's termination message.
+TERMINATION_MESSAGE_LIMIT = 4096
+TERMINATION_LOG_LINES = 3
 
 
 def _text(value: Any) -> str:
@@ -34,19 +38,41 @@ def output_files(result: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def write_outputs(result_path: Path, out_dir: Path) -> dict[str, str]:
+def termination_message(result: Any) -> str:
+    """What a failed step says in one line (the container's termination message, which Argo
+    shows as the node's message): the result's message and, for a failed pod of the job, the
+    last lines of its log (a few: a program's stdout and stderr reach the log through two
+    pipes, so the line written last is not always the last one there). Empty when the result
+    says nothing."""
+    if not isinstance(result, dict) or not isinstance(result.get("message"), str):
+        return ""
+    text: str = result["message"]
+    failure = result.get("failure")
+    tail = failure.get("log_tail") if isinstance(failure, dict) else None
+    lines = [line.strip() for line in tail.splitlines() if line.strip()] if isinstance(tail, str) else []
+    if lines:
+        text += f"; last log lines: {' | '.join(lines[-TERMINATION_LOG_LINES:])}"
+    return text.encode()[:TERMINATION_MESSAGE_LIMIT].decode(errors="ignore")
+
+
+def read_result(result_path: Path) -> Any:
+    """The step's JSON result; None when there is none (bad input, a cluster problem)."""
     try:
         text = result_path.read_text()
     except FileNotFoundError:
-        return {}
+        return None
     if not text.strip():
-        return {}
+        return None
     try:
-        result = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as err:
         # Never hides the step's own exit code: the caller exits with that, this only warns.
         print(f"vpipe: warning: {result_path} is not JSON ({err}); no output parameters written", file=sys.stderr)
-        return {}
+        return None
+
+
+def write_outputs(result_path: Path, out_dir: Path) -> dict[str, str]:
+    result = read_result(result_path)
     files = output_files(result) if isinstance(result, dict) else {}
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():

@@ -6,7 +6,10 @@ turns the SPEC VALUE pairs (argo/inputs.py) into `vpipe`'s argv, runs `vpipe` wi
 result going to OUT/result.json (OUT: $VPIPE_ARGO_OUT, default /tmp/vpipe), prints that result,
 writes one file per scalar field under OUT/outputs/ (argo/outputs.py), and exits with vpipe's
 exit code. Bad pairs (a switch that is not true/false, a timeout that is not whole seconds)
-exit 2 with one line naming the parameter, before vpipe starts.
+exit 2 with one line naming the parameter, before vpipe starts. When vpipe fails, the result's
+message (and the last log lines of the job's failed pod) goes to the container's termination
+message file, /dev/termination-log ($VPIPE_TERMINATION_LOG): Argo shows it as the node's message,
+next to the exit code.
 
 Signals. Argo's emissary runs this program as its child, in a process group of its own, and
 forwards SIGTERM (`argo stop` / `argo terminate`, the pod being deleted) to that whole group
@@ -26,12 +29,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from volcano_pipelines.argo.outputs import write_outputs
+from volcano_pipelines.argo.outputs import read_result, termination_message, write_outputs
 from volcano_pipelines.signals import stop_signals_handled_by
 
 __all__ = ["BadPair", "argv_from_pairs", "main"]
 
 DEFAULT_OUT = "/tmp/vpipe"
+TERMINATION_LOG = "/dev/termination-log"  # Kubernetes' default terminationMessagePath
 WHOLE_SECONDS = re.compile(r"[0-9]+")
 
 
@@ -81,6 +85,16 @@ def _default_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
+def _write_termination_message(text: str) -> None:
+    """Into the file the kubelet provides (never created here: outside a pod there is none)."""
+    path = Path(os.environ.get("VPIPE_TERMINATION_LOG") or TERMINATION_LOG)
+    if text and path.is_file():
+        try:
+            path.write_text(text)
+        except OSError as err:
+            print(f"vpipe: warning: cannot write the termination message to {path}: {err}", file=sys.stderr)
+
+
 def main(pairs: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if pairs is None else pairs)
     try:
@@ -98,6 +112,8 @@ def main(pairs: Sequence[str] | None = None) -> int:
     sys.stdout.write(result.read_text(errors="replace"))
     sys.stdout.flush()
     write_outputs(result, out / "outputs")
+    if code != 0:
+        _write_termination_message(termination_message(read_result(result)))
     return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
 
 

@@ -226,12 +226,12 @@ def step_workflow_template(spec: StepSpec, runtime_image: str = RUNTIME_IMAGE) -
 SYNC_PREFIX = "sync-"
 
 
-def _pipeline_wiring() -> tuple[list[Input], dict[str, str], dict[str, str]]:
+def _pipeline_wiring(train: str) -> tuple[list[Input], dict[str, str], dict[str, str]]:
     """Workflow parameters (train's unprefixed, sync's prefixed `sync-`), and the arguments
-    of the sync and train tasks. Wired, not parameters: sync's dst (the data PVC's mount),
-    both steps' data PVC (one `data-pvc`), the job's namespace (the workflow's: its
-    ServiceAccount's Role is namespaced)."""
-    sync_cmd, train_cmd = command(STEPS["sync"]), command(STEPS["train-tf"])
+    of the sync and `train` (template) tasks. Wired, not parameters: sync's dst (the data
+    PVC's mount), both steps' data PVC (one `data-pvc`), the job's namespace (the workflow's:
+    its ServiceAccount's Role is namespaced)."""
+    sync_cmd, train_cmd = command(STEPS["sync"]), command(STEPS[train])
     workflow: list[Input] = []
     sync_args: dict[str, str] = {"dst": DATA_MOUNT, "data-pvc": "{{workflow.parameters.data-pvc}}"}
     for item in sync_cmd.inputs:
@@ -271,6 +271,25 @@ LIFECYCLE: tuple[tuple[str, str, dict[str, str], frozenset[str]], ...] = (
       "pvc": "{{workflow.parameters.log-pvc}}", "namespace": "{{workflow.namespace}}"},
      frozenset({"model-dir-local", "keep-versions"})),
 )
+# The workflow's outputs (its entrypoint's): what a user looks for after a run. name -> (the
+# tasks it needs, valueFrom). The parameter servers' linger: reap's when reap ended them, else
+# what train measured while Volcano's CompleteJob ended them. served-version: -1 when serve
+# was skipped (serve-model false).
+def _output(task: str, field: str) -> str:
+    return f"tasks.{task}.outputs.parameters['{field}']"
+
+
+PIPELINE_OUTPUTS: dict[str, tuple[tuple[str, ...], ValueFromModel]] = {
+    "result": (("train",), ValueFromModel(parameter=tag("tasks.train.outputs.parameters.result"))),
+    "phase": (("train",), ValueFromModel(parameter=tag("tasks.train.outputs.parameters.phase"))),
+    "succeeded": (("train",), ValueFromModel(parameter=tag("tasks.train.outputs.parameters.succeeded"))),
+    "ps-linger-seconds": (("train", "reap"), ValueFromModel(expression=(
+        f"{_output('reap', 'ps-linger-seconds')} != '' ? {_output('reap', 'ps-linger-seconds')} : "
+        f"{_output('train', 'ps-linger-seconds')}"))),
+    "tensorboard-url": (("tensorboard",), ValueFromModel(parameter=tag("tasks.tensorboard.outputs.parameters.url"))),
+    "served-version": (("serve",), ValueFromModel(parameter=tag("tasks.serve.outputs.parameters.version"),
+                                                  default="-1")),
+}
 # Defaults of lifecycle parameters whose template has none (reap needs a timeout for Argo's deadline).
 # TensorBoard's Service: ClusterIP (NodePort would publish the logs, unauthenticated, on every
 # node's address); reach it with `kubectl port-forward` or an Ingress (tensorboard-ingress-path).
@@ -279,11 +298,13 @@ SERVE_SWITCH = Input("serve-model", "", "true", "serve the exported model with T
                      "(false: skip the serve step)", ("true", "false"))
 
 
-def _lifecycle_wiring() -> tuple[list[Input], dict[str, dict[str, str]]]:
-    """Workflow parameters of the lifecycle steps (prefixed per step) and each task's arguments."""
+def _lifecycle_wiring(steps: tuple[str, ...]) -> tuple[list[Input], dict[str, dict[str, str]]]:
+    """Workflow parameters of the lifecycle `steps` (prefixed per step) and each task's arguments."""
     workflow: list[Input] = []
     arguments: dict[str, dict[str, str]] = {}
     for template_name, prefix, wired, left_out in LIFECYCLE:
+        if template_name not in steps:
+            continue
         args = dict(wired)
         for item in command(STEPS[template_name]).inputs:
             if item.name in args or item.name in left_out or item.name in PIPELINE_LEFT_OUT:
@@ -302,31 +323,46 @@ def _arguments(values: dict[str, str]) -> Arguments:
     return Arguments(parameters=[ParameterModel(name=k, value=v) for k, v in values.items()])
 
 
-def train_and_serve(runtime_image: str = RUNTIME_IMAGE) -> WorkflowTemplate:
-    """sync -> train (TF) -> reap -> tensorboard -> serve (unless serve-model is false). The
-    exit handler reports the workflow's end and, unless it succeeded, deletes the Volcano Jobs
-    of this run (a step killed without its SIGTERM handler, e.g. a lost node, leaves its
-    parameter servers running)."""
-    workflow_inputs, sync_args, train_args = _pipeline_wiring()
-    lifecycle_inputs, lifecycle_args = _lifecycle_wiring()
+@dataclass(frozen=True)
+class Pipeline:
+    name: str  # the WorkflowTemplate's name
+    train: str  # the train step's template
+    after: tuple[str, ...]  # the lifecycle steps after training, in LIFECYCLE's order
+
+
+# The pipelines, as KFP has them (kfp/pipelines.py): MPI jobs have no parameter servers to reap
+# and export no SavedModel to serve.
+PIPELINES = {
+    "tf": Pipeline("vpipe-train-and-serve", "train-tf", ("reap", "tensorboard", "serve")),
+    "mpi": Pipeline("vpipe-train-and-serve-mpi", "train-mpi", ("tensorboard",)),
+}
+
+
+def train_and_serve(runtime_image: str = RUNTIME_IMAGE, kind: str = "tf") -> WorkflowTemplate:
+    """tf: sync -> train (TF) -> reap -> tensorboard -> serve (unless serve-model is false);
+    mpi: sync -> train (MPI) -> tensorboard. The exit handler reports the workflow's end and,
+    unless it succeeded, deletes the Volcano Jobs of this run (a step killed without its
+    SIGTERM handler, e.g. a lost node, leaves its parameter servers or workers running)."""
+    pipeline = PIPELINES[kind]
+    workflow_inputs, sync_args, train_args = _pipeline_wiring(pipeline.train)
+    lifecycle_inputs, lifecycle_args = _lifecycle_wiring(pipeline.after)
     workflow_inputs += lifecycle_inputs
     tasks = [
         DAGTask(name="sync", template_ref=TemplateRef(name="vpipe-sync", template="sync"),
                 arguments=_arguments(sync_args)),
-        DAGTask(name="train", depends="sync", template_ref=TemplateRef(name="vpipe-train-tf", template="train-tf"),
+        DAGTask(name="train", depends="sync",
+                template_ref=TemplateRef(name=f"vpipe-{pipeline.train}", template=pipeline.train),
                 arguments=_arguments(train_args)),
     ]
     previous = "train"
-    for template_name, _prefix, _wired, _left_out in LIFECYCLE:
+    for template_name in pipeline.after:
         when = f"{{{{workflow.parameters.{SERVE_SWITCH.name}}}}} == true" if template_name == "serve" else None
         tasks.append(DAGTask(name=template_name, depends=previous, when=when,
                              template_ref=TemplateRef(name=f"vpipe-{template_name}", template=template_name),
                              arguments=_arguments(lifecycle_args[template_name])))
         previous = template_name
-    outputs = [
-        ParameterModel(name=name, value_from=ValueFromModel(parameter=tag(f"tasks.train.outputs.parameters.{name}")))
-        for name in ("result", "phase", "succeeded")
-    ]
+    outputs = [ParameterModel(name=name, value_from=value_from) for name, (needs, value_from) in PIPELINE_OUTPUTS.items()
+               if set(needs) <= {"train", *pipeline.after}]
     main = TemplateModel(name="main", dag=DAGTemplate(tasks=tasks), outputs=Outputs(parameters=outputs))
     report = Container(
         name="report",
@@ -352,7 +388,7 @@ def train_and_serve(runtime_image: str = RUNTIME_IMAGE) -> WorkflowTemplate:
         Step(name="cleanup", template="cleanup", when="{{workflow.status}} != Succeeded"),
     ])
     return WorkflowTemplate(
-        name="vpipe-train-and-serve",
+        name=pipeline.name,
         labels=PART_OF,
         entrypoint="main",
         on_exit="exit-handler",

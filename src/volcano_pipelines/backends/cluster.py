@@ -111,5 +111,6 @@ class ClusterSession:
 
     def linger_seconds(self) -> float | None:
         # Volcano deletes the parameter servers on CompleteJob; the pods' own timestamps do not
-        # record when. The reap step measures linger on the cluster.
+        # record when. The wait reads it from the job's Completing -> Completed transition
+        # (steps/_waiting.completing_seconds); the reap step measures what it reaps itself.
         return None

@@ -58,6 +58,8 @@ class ServingSpec:
     run_id: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     image_pull_secrets: Sequence[str] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: Sequence[Mapping[str, Any]] = ()
     progress_deadline_seconds: int = 600
     # A new pod counts as available only after being ready this long: a server that starts
     # and then dies (bad flags, out of memory) fails the rollout instead of completing it.
@@ -133,7 +135,8 @@ def build_serving(spec: ServingSpec, deployment_owner: Mapping[str, Any] | None 
         readiness_probe={"httpGet": {"path": f"/v1/models/{spec.model_name}", "port": REST_PORT}, "periodSeconds": 5},
         pull_always=bool(spec.image_pull_secrets),
     )
-    pod = pods.pod_spec([container], volumes=volumes, image_pull_secrets=spec.image_pull_secrets)
+    pod = pods.pod_spec([container], volumes=volumes, image_pull_secrets=spec.image_pull_secrets,
+                        node_selector=spec.node_selector, tolerations=spec.tolerations)
     meta = objects.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels)
     deployment = objects.deployment(meta, pod, selector=selector(spec.name), replicas=spec.replicas, pod_labels=labels)
     deployment["spec"]["progressDeadlineSeconds"] = spec.progress_deadline_seconds
@@ -159,5 +162,10 @@ def build_inference_service(spec: ServingSpec) -> dict[str, Any]:
     body: dict[str, Any] = {"minReplicas": spec.replicas, "tensorflow": predictor}
     if spec.image_pull_secrets:
         body["imagePullSecrets"] = [{"name": s} for s in spec.image_pull_secrets]
+    # The predictor is a pod spec: KServe passes its placement to the serving pods.
+    if spec.node_selector:
+        body["nodeSelector"] = dict(spec.node_selector)
+    if spec.tolerations:
+        body["tolerations"] = [dict(t) for t in spec.tolerations]
     return {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": meta,
             "spec": {"predictor": body}}

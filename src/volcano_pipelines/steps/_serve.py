@@ -43,7 +43,9 @@ from volcano_pipelines.steps._tensorboard import check_common, require_pvc
 from volcano_pipelines.kube.validate import (
     check_bounded,
     check_http_url,
+    check_labels,
     check_relative_path,
+    parse_tolerations,
 )
 
 __all__ = ["TARGETS", "ServeResult", "local_listing", "serve", "smoke_test", "wait_model_available"]
@@ -175,6 +177,8 @@ def serve(
     run_id: str | None = None,
     labels: Mapping[str, str] | None = None,
     image_pull_secrets: Sequence[str] | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    tolerations: Sequence[str] | None = None,
     dry_run: bool = False,
     kubeconfig: str | None = None,
     context: str | None = None,
@@ -206,6 +210,8 @@ def serve(
         run_id: run identity label
         labels: labels on every object
         image_pull_secrets: pull secrets of the pods
+        node_selector: node labels the serving pods must match (e.g. a pool for serving)
+        tolerations: taints the serving pods tolerate, kubectl form KEY[=VALUE]:EFFECT
         dry_run: print the objects; create nothing
         kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
         context: kubeconfig context
@@ -222,6 +228,8 @@ def serve(
         # The PVC is mounted in the pod: /etc would silently have meant <pvc>/etc.
         raise InputError("model_path", model_path, "a path relative to the PVC's root, e.g. export/mnist")
     check_relative_path("model_path", model_path)
+    check_labels("node_selector", node_selector or {})
+    parsed_tolerations = parse_tolerations("tolerations", tolerations or [])
     check_bounded("replicas", replicas, 1, 100)
     check_bounded("gpus", gpus, 0, 16)
     # target, version_policy and the versions' type: check_types above (their Literal / int hints).
@@ -269,6 +277,7 @@ def serve(
                        image=image, replicas=replicas, cpu=cpu, memory=memory, gpus=gpus, version_policy=version_policy,
                        versions=tuple(wanted), run_id=run_id, labels=dict(labels or {}),
                        image_pull_secrets=tuple(image_pull_secrets or ()),
+                       node_selector=dict(node_selector or {}), tolerations=tuple(parsed_tolerations),
                        progress_deadline_seconds=max(60, int(timeout)))
     if target == "kserve":
         return ServeResult(name=name, namespace=spec.namespace, model_name=model_name, succeeded=True, target=target,

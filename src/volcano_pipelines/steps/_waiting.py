@@ -274,6 +274,16 @@ def _seconds_between(start: str | None, end: str | None) -> float | None:
     return (datetime.fromisoformat(end.replace("Z", "+00:00")) - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
 
 
+def completing_seconds(job: Job) -> float | None:
+    """How long a Completed job was Completing, from Volcano's own phase transitions
+    (status.conditions, one per phase): the completion task had ended (CompleteJob) and the
+    remaining pods, the parameter servers, were being ended. None without both times."""
+    times = {c.get("status"): c.get("lastTransitionTime") for c in (job.get("status") or {}).get("conditions") or []
+             if isinstance(c, dict)}
+    seconds = _seconds_between(times.get("Completing"), times.get("Completed"))
+    return None if seconds is None or seconds < 0 else seconds
+
+
 def _result(
     job: Job,
     *,
@@ -289,6 +299,8 @@ def _result(
     tasks = latest_counts(counts or {}, status.tasks)
     state: dict[str, Any] = (job.get("status") or {}).get("state") or {}
     duration = _seconds_between(meta.get("creationTimestamp"), state.get("lastTransitionTime")) if status.finished else None
+    if linger is None and status.phase == "Completed":
+        linger = completing_seconds(job)
     message = None
     if status.phase in FAILED_PHASES:
         message = f"job {meta['namespace']}/{meta['name']} {status.phase}"

@@ -20,7 +20,7 @@ from tests.unit.argo.local_run import REPO, load, template
 from volcano_pipelines.argo import compile as argo_compile
 from volcano_pipelines.argo import templates
 from volcano_pipelines.argo.inputs import FIXED_BY_POD, output_names
-from volcano_pipelines.argo.outputs import output_files
+from volcano_pipelines.argo.outputs import output_files, termination_message
 from volcano_pipelines.steps.params import params
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.errors import InputError
@@ -36,11 +36,12 @@ def test_committed_argo_yaml_is_fresh(path: str) -> None:
 
 def test_artifacts_are_the_argo_files() -> None:
     assert set(ARTIFACTS) == {f"pipelines/argo/{n}.yaml" for n in (
-        "sync", "train-tf", "train-mpi", "reap", "tensorboard", "serve", "train-and-serve", "nightly-retrain",
-        "kustomization")}
+        "sync", "train-tf", "train-mpi", "reap", "tensorboard", "serve", "train-and-serve", "train-and-serve-mpi",
+        "nightly-retrain", "kustomization")}
     kustomization = yaml.safe_load(ARTIFACTS["pipelines/argo/kustomization.yaml"])
-    assert kustomization["resources"] == ["reap.yaml", "serve.yaml", "sync.yaml", "tensorboard.yaml", "train-and-serve.yaml",
-                                          "train-mpi.yaml", "train-tf.yaml"]
+    assert kustomization["resources"] == ["reap.yaml", "serve.yaml", "sync.yaml", "tensorboard.yaml",
+                                          "train-and-serve-mpi.yaml", "train-and-serve.yaml", "train-mpi.yaml",
+                                          "train-tf.yaml"]
 
 
 # --- parameters come from the step signatures -----------------------------------------------
@@ -220,6 +221,16 @@ def test_output_files() -> None:
     assert files["message"] == "" and "tasks" not in files and "failure" not in files
 
 
+def test_a_failed_steps_termination_message_names_the_pod_the_exit_code_and_the_last_log_lines() -> None:
+    result = TrainResult("mnist", "ml", "r1", "Failed", False, message="job ml/mnist Failed: pod mnist-worker-0, exit code 3",
+                         failure={"pod": "mnist-worker-0", "exit_code": 3,
+                                  "log_tail": "start\nepoch 1\nloading data\ngiving up: exit 3\n\n"}).to_dict()
+    assert termination_message(result) == ("job ml/mnist Failed: pod mnist-worker-0, exit code 3; "
+                                           "last log lines: epoch 1 | loading data | giving up: exit 3")
+    assert termination_message({"message": "x" * 5000}) == "x" * 4096  # Kubernetes keeps 4096 bytes
+    assert termination_message({"ok": False}) == "" and termination_message(None) == ""
+
+
 # --- the container, run for real ------------------------------------------------------------
 
 
@@ -396,6 +407,27 @@ def test_exit_handler_reports_and_cleans_up_only_on_failure() -> None:
     assert "volcano-pipelines/run={{workflow.uid}}" in cleanup["flags"]
 
 
+def test_the_mpi_pipeline_is_sync_train_mpi_tensorboard_with_the_exit_handler() -> None:
+    pipeline = load("train-and-serve-mpi.yaml")
+    tasks = {t["name"]: t for t in template(pipeline, "main")["dag"]["tasks"]}
+    assert list(tasks) == ["sync", "train", "tensorboard"]
+    assert tasks["train"]["templateRef"] == {"name": "vpipe-train-mpi", "template": "train-mpi"}
+    assert tasks["train"]["depends"] == "sync" and tasks["tensorboard"]["depends"] == "train"
+    assert pipeline["spec"]["onExit"] == "exit-handler"
+    outputs = [p["name"] for p in template(pipeline, "main")["outputs"]["parameters"]]
+    assert outputs == ["result", "phase", "succeeded", "tensorboard-url"]
+    names = {p["name"] for p in pipeline["spec"]["arguments"]["parameters"]}
+    assert "command" in names and "sync-src" in names and not {"serve-model", "reap-timeout", "ps"} & names
+
+
+def test_the_pipelines_outputs_are_what_a_run_is_looked_at_for() -> None:
+    outputs = {p["name"]: p["valueFrom"] for p in template(load("train-and-serve.yaml"), "main")["outputs"]["parameters"]}
+    assert outputs["tensorboard-url"]["parameter"] == "{{tasks.tensorboard.outputs.parameters.url}}"
+    assert "tasks.reap.outputs.parameters['ps-linger-seconds']" in outputs["ps-linger-seconds"]["expression"]
+    # serve is skipped with serve-model false: the output then says "no version served".
+    assert outputs["served-version"] == {"parameter": "{{tasks.serve.outputs.parameters.version}}", "default": "-1"}
+
+
 def test_nightly_cron_workflow() -> None:
     cron = load("nightly-retrain.yaml")
     spec = cron["spec"]
@@ -409,7 +441,8 @@ def test_nightly_cron_workflow() -> None:
 
 
 def test_every_object_runs_as_the_pipeline_service_account() -> None:
-    for name in ("sync", "train-tf", "train-mpi", "reap", "tensorboard", "serve", "train-and-serve"):
+    for name in ("sync", "train-tf", "train-mpi", "reap", "tensorboard", "serve", "train-and-serve",
+                 "train-and-serve-mpi"):
         assert load(f"{name}.yaml")["spec"]["serviceAccountName"] == templates.SERVICE_ACCOUNT
         for tmpl in load(f"{name}.yaml")["spec"]["templates"]:
             if "container" in tmpl:

@@ -114,3 +114,14 @@ def test_kserve_inference_service() -> None:
     assert predictor["minReplicas"] == 2
     assert predictor["tensorflow"]["storageUri"] == "pvc://logs/export/mnist"
     assert predictor["tensorflow"]["runtimeVersion"] == "2.16.1"
+
+
+def test_serving_pods_go_where_the_node_selector_and_tolerations_say() -> None:
+    placement = {"node_selector": {"pool": "serving"},
+                 "tolerations": ({"key": "pool", "operator": "Equal", "value": "serving", "effect": "NoSchedule"},)}
+    spec = ServingSpec(name="m", namespace="ml", model_name="m", pvc="logs", model_path="export/m", **placement)
+    deployment = next(o for o in build_serving(spec) if o["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "serving"} and pod["tolerations"] == list(placement["tolerations"])
+    predictor = build_inference_service(spec)["spec"]["predictor"]
+    assert predictor["nodeSelector"] == {"pool": "serving"} and predictor["tolerations"] == list(placement["tolerations"])

@@ -9,7 +9,7 @@ from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, failed_pod
 from volcano_pipelines.backends.base import Scheduling
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.errors import EXIT_CLUSTER
-from volcano_pipelines.steps._waiting import Cancelled, PodDeleted, WaitPolicy, run
+from volcano_pipelines.steps._waiting import Cancelled, PodDeleted, WaitPolicy, completing_seconds, run
 from volcano_pipelines.volcano.status import JobStatus
 from volcano_pipelines.volcano.tf import build_tf_job
 from volcano_pipelines.volcano.spec import JobOptions, TFJobSpec
@@ -186,3 +186,14 @@ def test_missing_information_and_linger_reach_the_result() -> None:
     result = wait(backend, clock)
     assert result.missing == backend.notes and result.ps_linger_seconds == 12.5
     assert result.to_dict()["missing"] == backend.notes
+
+
+def test_the_ps_linger_of_a_completed_job_is_how_long_volcano_had_it_completing() -> None:
+    def conditions(*pairs: tuple[str, str]) -> dict:
+        return {"status": {"conditions": [{"status": phase, "lastTransitionTime": at} for phase, at in pairs]}}
+
+    done = conditions(("Running", "2026-01-01T00:00:00Z"), ("Completing", "2026-01-01T00:01:00Z"),
+                      ("Completed", "2026-01-01T00:01:03Z"))
+    assert completing_seconds(done) == 3.0
+    assert completing_seconds(conditions(("Running", "2026-01-01T00:00:00Z"), ("Completed", "2026-01-01T00:01:03Z"))) is None
+    assert completing_seconds({"status": {}}) is None and completing_seconds({}) is None

@@ -26,6 +26,11 @@ import org.apache.hadoop.hdfs.MiniDFSNNTopology;
  *   start-nn           start it again on the same ports, with the same metadata
  *   failover           (ha) make nn1 standby and nn2 active
  * Stops the whole cluster on stdin EOF.
+ *
+ * With -Dvpipe.datanode.hostname=NAME (for clients in pods): the NameNode's HTTP server and the
+ * DataNode listen on all addresses, and the DataNode is known by NAME, which WebHDFS puts in
+ * its redirects (clients must resolve NAME to an address of this machine). Otherwise the
+ * DataNode is 127.0.0.1, as MiniDFSCluster makes it.
  */
 public final class MiniHdfs {
   public static void main(String[] args) throws Exception {
@@ -50,7 +55,17 @@ public final class MiniHdfs {
     // Fail fast when the NameNode is down so client retries are visible to the tests.
     conf.setInt("ipc.client.connect.max.retries", 2);
 
-    MiniDFSCluster.Builder builder = new MiniDFSCluster.Builder(conf).numDataNodes(1).format(true);
+    String datanodeHost = System.getProperty("vpipe.datanode.hostname", "");
+    if (!datanodeHost.isEmpty()) {
+      conf.set("dfs.namenode.http-bind-host", "0.0.0.0");
+      conf.set("dfs.datanode.hostname", datanodeHost);
+      conf.set("dfs.datanode.address", "0.0.0.0:0");
+      conf.set("dfs.datanode.http.address", "0.0.0.0:0");
+      conf.set("dfs.datanode.ipc.address", "0.0.0.0:0");
+    }
+
+    MiniDFSCluster.Builder builder = new MiniDFSCluster.Builder(conf).numDataNodes(1).format(true)
+        .checkDataNodeHostConfig(!datanodeHost.isEmpty()).checkDataNodeAddrConfig(!datanodeHost.isEmpty());
     if (ha) {
       builder.nnTopology(new MiniDFSNNTopology().addNameservice(new MiniDFSNNTopology.NSConf("ns1")
           .addNN(new MiniDFSNNTopology.NNConf("nn1").setIpcPort(rpcPort).setHttpPort(httpPort))
