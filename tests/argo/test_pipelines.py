@@ -294,8 +294,9 @@ def test_train_and_serve_succeeds_end_to_end_and_a_failing_worker_fails_it_with_
     assert outputs["tensorboard-url"] == f"http://e2e-tensorboard.{namespace}.svc:6006/", outputs
     exported = sorted(int(p.parent.name) for p in (good.log_dir / "export" / "e2e").glob("*/saved_model.pb"))
     assert exported and outputs["served-version"] == str(exported[-1]), (outputs, exported)
-    # sync really copied the dataset from HDFS onto the GlusterFS volume.
-    assert {p.name: p.read_bytes() for p in good.data_dir.iterdir() if p.is_file()} == dataset
+    # sync really copied the dataset from HDFS onto the GlusterFS volume, into the model's own
+    # directory (the one directory of the data PVC the training pods mount).
+    assert {p.name: p.read_bytes() for p in (good.data_dir / "e2e").iterdir() if p.is_file()} == dataset
     # The stand-in was asked for the model's status and the smoke test's :predict.
     (serving,) = core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/instance=e2e-serving").items
     assert serving.spec.node_name == real.name
@@ -369,7 +370,7 @@ def test_the_mpi_pipeline_syncs_trains_and_starts_tensorboard(
     assert [nodes[step]["phase"] for step in ("sync", "train", "tensorboard", "report")] == ["Succeeded"] * 4, nodes
     outputs = workflow_outputs(done)
     assert outputs["phase"] == "Completed" and outputs["tensorboard-url"] == f"http://lr-tensorboard.{namespace}.svc:6006/"
-    assert {p.name: p.read_bytes() for p in volumes.data_dir.iterdir() if p.is_file()} == dataset
+    assert {p.name: p.read_bytes() for p in (volumes.data_dir / "lr").iterdir() if p.is_file()} == dataset
     # mpiexec ran a rank on each worker pod; they wrote their agreed result to the log PVC.
     assert json.loads((volumes.log_dir / "mpi-result.json").read_text())["ranks"] == 2
     check_step_pods(plane, namespace, real, [p for p in pods.values() if p["workflow"] == name], 4)

@@ -228,20 +228,24 @@ SYNC_PREFIX = "sync-"
 
 def _pipeline_wiring(train: str) -> tuple[list[Input], dict[str, str], dict[str, str]]:
     """Workflow parameters (train's unprefixed, sync's prefixed `sync-`), and the arguments
-    of the sync and `train` (template) tasks. Wired, not parameters: sync's dst (the data
-    PVC's mount), both steps' data PVC (one `data-pvc`), the job's namespace (the workflow's:
-    its ServiceAccount's Role is namespaced)."""
+    of the sync and `train` (template) tasks. Wired, not parameters: sync's dst and train's
+    data-subpath (the dataset's own directory of the data PVC, named after the model: models
+    sharing one data PVC never see, overwrite or delete each other's files), both steps' data
+    PVC (one `data-pvc`), the job's namespace (the workflow's: its ServiceAccount's Role is
+    namespaced)."""
     sync_cmd, train_cmd = command(STEPS["sync"]), command(STEPS[train])
     workflow: list[Input] = []
-    sync_args: dict[str, str] = {"dst": DATA_MOUNT, "data-pvc": "{{workflow.parameters.data-pvc}}"}
+    sync_args: dict[str, str] = {"dst": f"{DATA_MOUNT}/{{{{workflow.parameters.name}}}}",
+                                 "data-pvc": "{{workflow.parameters.data-pvc}}"}
     for item in sync_cmd.inputs:
         if item.name in sync_args or item.name in PIPELINE_LEFT_OUT:
             continue
         workflow.append(Input(SYNC_PREFIX + item.name, item.spec, item.default, item.description, item.enum))
         sync_args[item.name] = tag(f"workflow.parameters.{SYNC_PREFIX}{item.name}")
-    train_args: dict[str, str] = {}  # the namespace: the template's own (the workflow's)
+    # The namespace: the template's own (the workflow's).
+    train_args: dict[str, str] = {"data-subpath": "{{workflow.parameters.name}}"}
     for item in train_cmd.inputs:
-        if item.name in PIPELINE_LEFT_OUT:
+        if item.name in train_args or item.name in PIPELINE_LEFT_OUT:
             continue
         default = PIPELINE_DEFAULTS.get(item.name, item.default)
         workflow.append(Input(item.name, item.spec, default, item.description, item.enum))

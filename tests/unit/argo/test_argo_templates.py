@@ -344,7 +344,10 @@ def test_train_and_serve_wires_every_required_input() -> None:
     train_args = {p["name"]: p["value"] for p in tasks["train"]["arguments"]["parameters"]}
     # One data PVC: the sync step fills it, the training job reads it.
     assert sync_args["data-pvc"] == train_args["data-pvc"] == "{{workflow.parameters.data-pvc}}"
-    assert sync_args["dst"] == templates.DATA_MOUNT
+    # Each dataset in its own directory of the data PVC, named after the model; the training
+    # pods mount only that directory.
+    assert sync_args["dst"] == f"{templates.DATA_MOUNT}/{{{{workflow.parameters.name}}}}"
+    assert train_args["data-subpath"] == "{{workflow.parameters.name}}" and "data-subpath" not in declared
     assert "namespace" not in train_args  # the train template's own: the workflow's
     assert declared["data-pvc"]["value"] == "vpipe-data" and declared["log-pvc"]["value"] == "vpipe-logs"
     assert "value" not in declared["sync-src"] and "value" not in declared["timeout"]
