@@ -312,11 +312,15 @@ class JobRunner:
             self._stop(list(self.pods.values()), "Error")
             self._transition("Failed", "LocalBackendError", f"the local backend failed: {err}")
         finally:
-            self._done.set()
-            with self._cond:
-                self._cond.notify_all()
-            if self._on_done is not None:
-                self._on_done()
+            # on_done (the backend frees the job's name) runs before _done is set: whoever waits
+            # for the end (delete, abort) may reuse the name as soon as the wait returns.
+            try:
+                if self._on_done is not None:
+                    self._on_done()
+            finally:
+                self._done.set()
+                with self._cond:
+                    self._cond.notify_all()
 
     def _attempts(self) -> None:
         while True:
