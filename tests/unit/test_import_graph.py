@@ -73,9 +73,10 @@ def test_module_imports_only_what_its_layer_may_see(path: Path) -> None:
 # Modules allowed past 400 lines, each with its reason; the test fails when one grows past its
 # bound or a new one crosses 400 without an entry here.
 LONG_MODULES: dict[str, tuple[int, str]] = {
-    "transfer/executor.py": (500, "one bounded parallel executor: copy, verify, rename and its fault paths read "
+    "transfer/executor.py": (520, "one bounded parallel executor: copy, verify, rename and its fault paths read "
                                   "best in one place; splitting the fault handling out would separate each "
-                                  "write from the fsync and cleanup that belong to it"),
+                                  "write from the fsync and cleanup that belong to it (the read-slot rules "
+                                  "are in transfer/streams.py; only the two pools' wiring is here)"),
     "transfer/plan.py": (450, "the pure planning rules (the march of source against destination) with the "
                               "deletion bounds; candidates to split: the glob filter"),
     "transfer/sources.py": (440, "HDFS (native and WebHDFS) and fsspec sources with their retry rules; WebHDFS data reads are already in transfer/webhdfs.py, to split: the listing from the open paths"),

@@ -312,8 +312,7 @@ class JobRunner:
             self._stop(list(self.pods.values()), "Error")
             self._transition("Failed", "LocalBackendError", f"the local backend failed: {err}")
         finally:
-            # on_done (the backend frees the job's name) runs before _done is set: whoever waits
-            # for the end (delete, abort) may reuse the name as soon as the wait returns.
+            # on_done (frees the job's name) first: a delete's wait then returns with the name free.
             try:
                 if self._on_done is not None:
                     self._on_done()

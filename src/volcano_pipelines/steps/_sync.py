@@ -116,8 +116,9 @@ def sync(
     also catches files edited in place by something other than sync.
 
     `durability` ("file", "batch", "none"; docs/sync.md) says when a file's data is
-    forced to stable storage before it gets its final name; `streams` how many ranges of
-    one large file are read in parallel.
+    forced to stable storage before it gets its final name; `streams` how many reads of
+    large files run at once: one file alone is read as that many ranges in parallel, many
+    files that many at a time (transfer/streams.py).
 
     Args:
         src: hdfs://nn:8020/path, hdfs://nameservice/path, viewfs://..., webhdfs://host:9870/path, file:///path
@@ -144,7 +145,8 @@ def sync(
         durability: when data reaches stable storage, always before the file gets its final name: file (fsync
             each file), batch (flush the files written meanwhile together), none (no fsync: after a crash a
             file may be empty under its name)
-        streams: ranges of one large file read in parallel, 1 to 16
+        streams: large-file reads at once, 1 to 16: a file alone is read as up to N parallel ranges, many files N at a
+            time
     """
     check_types(sync, locals())
     location = parse_source(src)

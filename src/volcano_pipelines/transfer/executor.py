@@ -39,6 +39,7 @@ from volcano_pipelines.transfer.plan import (
     transfer_order,
 )
 from volcano_pipelines.transfer.sources import Source, is_transient, short_error
+from volcano_pipelines.transfer.streams import StreamBudget, read_slots, split_workers
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,8 @@ MAX_ATTEMPTS = 8
 
 
 __all__ = ["Abandoned", "DEFAULT_TRANSFERS", "Executor", "Options", "Outcome", "Result", "SourceChanged"]
-# Parallel range reads of one large file (rclone's --multi-thread-streams is 4 too).
+# Large-file reads in flight at once: one file alone is read as this many ranges
+# (rclone's --multi-thread-streams is 4 too), many are read this many at a time.
 DEFAULT_STREAMS = 4
 # file / batch: a large file's data is pushed to disk while it is copied (docs/sync.md).
 EARLY_FLUSH = 64 << 20
@@ -96,7 +98,7 @@ class Options:
     max_attempts: int = MAX_ATTEMPTS
     retry_delay: float = 0.5
     durability: str = DEFAULT_DURABILITY  # "file" | "batch" | "none" (transfer/durability.py)
-    streams: int = DEFAULT_STREAMS  # ranges of one large file read in parallel
+    streams: int = DEFAULT_STREAMS  # large-file reads in flight across files (transfer/streams.py)
     flush_every: int = EARLY_FLUSH  # file / batch: fdatasync a large file every so many bytes
 
 
@@ -131,6 +133,8 @@ class Executor:
         self._lock = threading.Lock()
         self._committer: Committer | None = None
         self._ranges: ThreadPoolExecutor | None = None
+        self._streams: StreamBudget | None = None  # large-file reads in flight (transfer/streams.py)
+        self._large: ThreadPoolExecutor | None = None  # the workers of large files
 
     # ------------------------------------------------------------------ whole plan
 
@@ -175,10 +179,17 @@ class Executor:
         workers = max(1, min(self.opts.transfers, len(runnable) or 1))
         if self.opts.durability == "batch" and runnable:
             self._committer = Committer(syncfs_honoured(self.root), self._commit_failed, self._renamed, self._report)
-        if any(item.size > self.opts.chunk_size for item in runnable):
+        large = sum(1 for item in runnable if item.size > self.opts.chunk_size)
+        if large:
             keep_freed_memory()
+            self._streams = StreamBudget(self.opts.streams, large)
+            workers, large_workers = split_workers(workers, self.opts.streams, large, len(runnable))
+            if large_workers:
+                self._large = ThreadPoolExecutor(large_workers, thread_name_prefix="sync-large")
             if self.opts.streams > 1:
-                self._ranges = ThreadPoolExecutor(workers * (self.opts.streams - 1), thread_name_prefix="sync-range")
+                # A file holding n slots reads n - 1 of its ranges here: never more than
+                # streams - 1 at once.
+                self._ranges = ThreadPoolExecutor(self.opts.streams - 1, thread_name_prefix="sync-range")
         # The committer and the range readers stop inside the SIGINT guard too: until
         # they have, temporary files are still being written or renamed.
         with _sigint_calls(self.interrupt):
@@ -195,10 +206,12 @@ class Executor:
                             Outcome(o.path, o.result, o.bytes, o.error, o.attempts + 1) for o in again
                         ]
             finally:
-                if self._committer is not None:
-                    self._committer.close()  # every handed-over file renamed or removed
+                if self._large is not None:
+                    self._large.shutdown(wait=True)
                 if self._ranges is not None:
                     self._ranges.shutdown(wait=True)
+                if self._committer is not None:
+                    self._committer.close()  # every handed-over file renamed or removed
         outcomes.extend(done)
         if self.opts.durability != "none":
             self._sync_dirs()
@@ -211,7 +224,7 @@ class Executor:
     def _map(self, pool: ThreadPoolExecutor, items: list[PlanItem]) -> list[Outcome]:
         """Every item through the pool, in order; one not started before a Ctrl-C is
         "interrupted". Waiting here is not cut short by SIGINT (see `interrupt`)."""
-        futures = [pool.submit(self._transfer_guarded, item) for item in items]
+        futures = [self._pool_for(item, pool).submit(self._transfer_guarded, item) for item in items]
         self._futures = futures  # one reference assignment: the handler reads it without a lock
         if self.interrupted.is_set():  # a Ctrl-C between two passes
             self._cancel_pending()
@@ -224,6 +237,13 @@ class Executor:
             except CancelledError:
                 out.append(Outcome(item.path, Result.INTERRUPTED))
         return out
+
+    def _pool_for(self, item: PlanItem, pool: ThreadPoolExecutor) -> ThreadPoolExecutor:
+        """Large files (streamed: over the chunk size) go to their own workers, bounded by
+        the read slots (transfer/streams.py); everything else to `pool`."""
+        if self._large is not None and item.size > self.opts.chunk_size:
+            return self._large
+        return pool
 
     def interrupt(self) -> None:
         """Ctrl-C. Runs in the main thread as a signal handler: flags, cancels and one
@@ -352,9 +372,12 @@ class Executor:
             except OSError as err:
                 err._vpipe_dest = True  # type: ignore[attr-defined]
                 raise
-            with self.source.open(expected.path) as stream:
+            # The digest needs the bytes in order: one range then.
+            wanted = 1 if digest is not None else self.opts.streams
+            budget = self._streams if expected.size > self.opts.chunk_size else None
+            with read_slots(budget, expected.size, wanted, self.abandon) as streams, self.source.open(expected.path) as stream:
                 written, reads = copy_stream(
-                    stream, fd, expected.size, chunk_size=self.opts.chunk_size, streams=self.opts.streams,
+                    stream, fd, expected.size, chunk_size=self.opts.chunk_size, streams=streams,
                     pool=self._ranges, on_bytes=lambda n: self.progress(expected.path, n), abandon=self.abandon,
                     digest=digest, flush_every=self.opts.flush_every if self.opts.durability != "none" else 0,
                 )
