@@ -11,18 +11,20 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar, cast
 
 from volcano_pipelines import backoff
 from volcano_pipelines.errors import ClusterError, InputError
 from volcano_pipelines.transfer.plan import Entry
-from volcano_pipelines.transfer.webhdfs import WebHdfsData, WebHdfsFile
 from volcano_pipelines.transfer.urls import (
     DEFAULT_WEBHDFS_PORT,
     Location,
     load_hadoop_conf,
     namenode_rpc_addresses,
 )
+
+if TYPE_CHECKING:  # imported where used: http.client and ssl cost every hdfs:// run ~12 ms
+    from volcano_pipelines.transfer.webhdfs import WebHdfsData
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -329,6 +331,8 @@ class FsspecSource(_RootedTree):
             self.fs = fsspec.filesystem("webhdfs", **options)
             if not options.get("kerberos"):
                 # File data without fsspec (transfer/webhdfs.py); listings stay with fsspec.
+                from volcano_pipelines.transfer.webhdfs import WebHdfsData  # http.client: only for webhdfs://
+
                 self._data = WebHdfsData(host, int(port), auth.user)
         else:
             # fsspec's own URL parsing: the host / bucket / credentials in the URL go to
@@ -376,6 +380,8 @@ class FsspecSource(_RootedTree):
 
     def open(self, rel: str) -> BinaryIO:
         if self._data is not None:
+            from volcano_pipelines.transfer.webhdfs import WebHdfsFile
+
             return cast(BinaryIO, WebHdfsFile(self._data, self._abs(rel)))
         return cast(BinaryIO, self.fs.open(self._abs(rel), "rb", block_size=8 << 20))
 
