@@ -109,6 +109,7 @@ class Run:
     stdout: str
     ops: dict[str, int] = field(default_factory=dict)
     hdfs_cpu: float | None = None  # the MiniDFSCluster JVM's (NameNode + DataNode) CPU during the run
+    gluster_cpu: float | None = None  # the volume's brick daemon and FUSE client's CPU during the run
 
 
 def proc_cpu(pid: int | None) -> float | None:
@@ -122,19 +123,45 @@ def proc_cpu(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None, jvm: int | None = None) -> Run:
+def volume_pids(volume: str) -> list[int]:
+    """The GlusterFS processes serving `volume`: its brick daemon (glusterfsd) and its FUSE
+    client (glusterfs), found by the volume id on their command lines."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        # The volume's name is unique (a random suffix): any argument naming it will do.
+        if argv[0].endswith((b"glusterfsd", b"glusterfs")) and any(volume.encode() in a for a in argv[1:]):
+            pids.append(int(entry.name))
+    return pids
+
+
+def pids_cpu(pids: list[int]) -> float | None:
+    cpus = [proc_cpu(p) for p in pids]
+    return sum(c for c in cpus if c is not None) if pids and all(c is not None for c in cpus) else None
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None, jvm: int | None = None,
+          gluster: list[int] | None = None) -> Run:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     jvm_before = proc_cpu(jvm)
+    gluster_before = pids_cpu(gluster or [])
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     elapsed = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     jvm_after = proc_cpu(jvm)
+    gluster_after = pids_cpu(gluster or [])
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     hdfs_cpu = jvm_after - jvm_before if jvm_before is not None and jvm_after is not None else None
-    return Run(elapsed, cpu, proc.stdout, hdfs_cpu=hdfs_cpu)
+    gluster_cpu = gluster_after - gluster_before if gluster_before is not None and gluster_after is not None else None
+    return Run(elapsed, cpu, proc.stdout, hdfs_cpu=hdfs_cpu, gluster_cpu=gluster_cpu)
 
 
 def fresh(mount: Path, name: str) -> Path:
@@ -225,6 +252,7 @@ def main() -> int:
         volume = gluster.create_volume(f"vpb{uuid.uuid4().hex[:6]}")
         mount = volume.mount
         profile = BrickProfile(volume.name)
+        volume_procs = volume_pids(volume.name)  # brick + FUSE client: their CPU is a column of its own
         large_size = (args.large_total_mib << 20) // args.large_files
         small_size = args.small_kib << 10
         print(f"populating HDFS: {args.large_files} x {large_size >> 20} MiB, {args.small_files} x {args.small_kib} KiB", flush=True)
@@ -261,6 +289,7 @@ def main() -> int:
         def record(case: str, tool: str, run: Run) -> None:
             runs.setdefault((case, tool), []).append(run)
             hc = f"  hdfs cpu {run.hdfs_cpu:6.2f}s" if run.hdfs_cpu is not None else ""
+            hc += f"  gluster cpu {run.gluster_cpu:6.2f}s" if run.gluster_cpu is not None else ""
             print(f"({case}) {tool:<15} {run.wall:7.2f}s  cpu {run.cpu:6.2f}s{hc}", flush=True)
 
         raw_count = max(1, (args.large_total_mib << 20) // (8 << 20))
@@ -274,7 +303,7 @@ def main() -> int:
                     dst = fresh(mount, f"{case}-{tool}")
                     drop_caches()
                     profile.take()
-                    run = timed(tools[tool](src, dst), env, jvm)
+                    run = timed(tools[tool](src, dst), env, jvm, volume_procs)
                     run.ops = profile.take()
                     got = tree_size(dst)
                     if got != shapes[case]:
@@ -283,7 +312,8 @@ def main() -> int:
             for name, conv in (("dd", []), ("dd-fsync", ["conv=fsync"])):
                 target = mount / "raw-write.bin"
                 drop_caches()
-                run = timed(["dd", "if=/dev/zero", f"of={target}", "bs=8M", f"count={raw_count}", *conv, "status=none"])
+                run = timed(["dd", "if=/dev/zero", f"of={target}", "bs=8M", f"count={raw_count}", *conv, "status=none"],
+                            gluster=volume_procs)
                 target.unlink()
                 record("raw", name, run)
         # (c): each tool re-syncs its own finished copy of (b); the first run after a copy
@@ -297,7 +327,7 @@ def main() -> int:
                 if tool.startswith("vpipe"):
                     cmd.insert(len(vpipe), "--json")
                 profile.take()
-                run = timed(cmd, env, jvm)
+                run = timed(cmd, env, jvm, volume_procs)
                 run.ops = profile.take()
                 if tool.startswith("vpipe"):
                     report = json.loads(run.stdout)
@@ -324,12 +354,13 @@ def main() -> int:
         print(f"load average (1/5/15 min): at the start {load_start[0]:.1f} {load_start[1]:.1f} {load_start[2]:.1f}, "
               f"at the end {load_end[0]:.1f} {load_end[1]:.1f} {load_end[2]:.1f}")
         print("cpu: user + system seconds of the tool's own process (not GlusterFS, not HDFS); hdfs cpu: the "
-              "MiniDFSCluster JVM's (NameNode + DataNode) during the same run; -web: vpipe reading webhdfs:// "
+              "MiniDFSCluster JVM's (NameNode + DataNode) during the same run; gl cpu: the volume's brick daemon and FUSE "
+              "client's (glusterfsd + glusterfs) during the same run; -web: vpipe reading webhdfs:// "
               "(the DataNode reads and verifies the blocks, the copier receives raw bytes); ratio: rclone's best median / "
               "this row's median (> 1: faster than rclone); ops/file: brick file operations (gluster volume profile) per file")
         print()
         header = (f"{'case':<6} {'tool':<15} {'durable when it exits':<38} {'min s':>7} {'median s':>8} {'MB/s':>7} "
-                  f"{'cpu s':>6} {'cpu/unit':>12} {'hdfs cpu':>8} {'vs rclone':>9} {'ops/file':>8}")
+                  f"{'cpu s':>6} {'cpu/unit':>12} {'hdfs cpu':>8} {'gl cpu':>6} {'vs rclone':>9} {'ops/file':>8}")
         print(header)
         print("-" * len(header))
         for case in ("a", "b", "c", "raw"):
@@ -356,8 +387,10 @@ def main() -> int:
                 durable = DURABLE.get(tool.removesuffix("-web"), DURABLE.get(tool.split("-t")[0], "?"))
                 hdfs_cpus = [r.hdfs_cpu for r in rs if r.hdfs_cpu is not None]
                 jvm_cpu = f"{statistics.median(hdfs_cpus):.2f}" if hdfs_cpus and case != "raw" else "-"
+                gl_cpus = [r.gluster_cpu for r in rs if r.gluster_cpu is not None]
+                gl_cpu = f"{statistics.median(gl_cpus):.2f}" if gl_cpus else "-"
                 print(f"{case:<6} {tool:<15} {durable:<38} {min(walls):>7.2f} {med[tool]:>8.2f} {mbs:>7} {cpu:>6.2f} "
-                      f"{unit:>12} {jvm_cpu:>8} {ratio:>9} {per_file:>8}")
+                      f"{unit:>12} {jvm_cpu:>8} {gl_cpu:>6} {ratio:>9} {per_file:>8}")
         if first_c:
             print("\n(c) first no-op run after the copy: " + ", ".join(f"{t} {s:.2f}s" for t, s in first_c.items()))
         if profile.on:

@@ -44,3 +44,6 @@ def test_the_benchmark_runs_every_row_at_a_tiny_size(tmp_path: Path) -> None:
         assert ("c", tool) in rows
     assert ("raw", "dd") in rows and ("raw", "dd-fsync") in rows
     assert "each file fsynced before rename" in table and "nothing forced" in table
+    # The GlusterFS processes were found: their CPU (third column from the right) is measured.
+    gl_cpu = {tuple(line.split()[:2]): line.split()[-3] for line in table.splitlines() if line[:1] in ("a", "b")}
+    assert float(gl_cpu[("a", "vpipe-file")]) > 0 and float(gl_cpu[("b", "rclone-t4")]) > 0, table

@@ -72,7 +72,11 @@ def read_result(result_path: Path) -> Any:
 
 
 def write_outputs(result_path: Path, out_dir: Path) -> dict[str, str]:
-    result = read_result(result_path)
+    return write_output_files(read_result(result_path), out_dir)
+
+
+def write_output_files(result: Any, out_dir: Path) -> dict[str, str]:
+    """One file per output parameter of the parsed `result` (none for anything but a dict)."""
     files = output_files(result) if isinstance(result, dict) else {}
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from volcano_pipelines.argo.outputs import read_result, termination_message, write_outputs
+from volcano_pipelines.argo.outputs import read_result, termination_message, write_output_files
 from volcano_pipelines.signals import stop_signals_handled_by
 
 __all__ = ["BadPair", "argv_from_pairs", "main"]
@@ -111,9 +111,10 @@ def main(pairs: Sequence[str] | None = None) -> int:
         code = child.wait()
     sys.stdout.write(result.read_text(errors="replace"))
     sys.stdout.flush()
-    write_outputs(result, out / "outputs")
+    parsed = read_result(result)
+    write_output_files(parsed, out / "outputs")
     if code != 0:
-        _write_termination_message(termination_message(read_result(result)))
+        _write_termination_message(termination_message(parsed))
     return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
 
 

@@ -55,35 +55,38 @@ def job_pods(cluster: Cluster, namespace: str, job_name: str) -> list[Obj]:
     return [cluster.to_dict(p) for p in pods.items]
 
 
+def _listed_pod(cluster: Cluster, namespace: str, name: str) -> Any | None:
+    """Pod `name` as the API returns it, read with the `list` on pods a step has anyway (a
+    field selector, not a `get`); None when there is none. Raises what the call raises."""
+    pods = cluster.call(f"look up pod {namespace}/{name}",
+                        lambda: cluster.core.list_namespaced_pod(namespace, field_selector=f"metadata.name={name}",
+                                                                 _request_timeout=10))
+    return pods.items[0] if pods.items else None
+
+
 def pod_being_deleted(cluster: Cluster, namespace: str, name: str) -> bool:
-    """Whether pod `name` is being deleted (deletionTimestamp set), read with the `list` on pods
-    a step has anyway (a field selector, not a `get`). False when it cannot be read: the
-    caller then does what it does for any cancel."""
+    """Whether pod `name` is being deleted (deletionTimestamp set). False when it cannot be
+    read: the caller then does what it does for any cancel."""
     try:
-        pods = cluster.call(f"look up pod {namespace}/{name}",
-                            lambda: cluster.core.list_namespaced_pod(namespace, field_selector=f"metadata.name={name}",
-                                                                     _request_timeout=10))
+        pod = _listed_pod(cluster, namespace, name)
     except Exception as err:  # noqa: BLE001 - a hint only: the cancel goes on either way
         log.warning("cannot tell whether pod %s/%s is being deleted: %s", namespace, name, err)
         return False
-    return any(p.metadata.deletion_timestamp is not None for p in pods.items)
+    return pod is not None and pod.metadata.deletion_timestamp is not None
 
 
 def pod_metadata(cluster: Cluster, namespace: str, name: str) -> Obj | None:
-    """The metadata of pod `name`, read with the `list` on pods a step has anyway (a field
-    selector, not a `get`). None when it cannot be read or does not exist (logged): a hint
-    only, the caller goes on without it."""
+    """The metadata of pod `name`. None when it cannot be read or does not exist (logged):
+    a hint only, the caller goes on without it."""
     try:
-        pods = cluster.call(f"look up pod {namespace}/{name}",
-                            lambda: cluster.core.list_namespaced_pod(namespace, field_selector=f"metadata.name={name}",
-                                                                     _request_timeout=10))
+        pod = _listed_pod(cluster, namespace, name)
     except Exception as err:  # noqa: BLE001 - a hint only
         log.warning("cannot read pod %s/%s: %s", namespace, name, err)
         return None
-    if not pods.items:
+    if pod is None:
         log.warning("pod %s/%s not found", namespace, name)
         return None
-    return cluster.to_dict(pods.items[0]).get("metadata") or {}
+    return cluster.to_dict(pod).get("metadata") or {}
 
 
 def job_events(cluster: Cluster, namespace: str, involved_name: str, missing: MissingInfo) -> list[Obj]:
