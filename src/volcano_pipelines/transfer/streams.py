@@ -5,7 +5,7 @@ its bytes move, and more when it is read as parallel ranges. The slots are share
 whole run, so `--streams 4` means four large reads in flight: one file alone is read as
 four ranges (rclone's multi-thread streams), eight files are read four at a time, one range
 each. Without the bound, `--transfers 32` over eight 128 MiB files ran 32 DataNode readers
-at once, and the copier spent about 40 % more CPU per GiB (thread and GIL contention) for no
+at once, and the copier spent about 30 % more CPU per GiB (thread and GIL contention) for no
 gain in wall time (benchmarks/sync_bench.py, docs/sync.md). Small files never take a slot:
 their cost is the destination's round trips, which many transfers in flight hide.
 
