@@ -179,7 +179,7 @@ class Executor:
         workers = max(1, min(self.opts.transfers, len(runnable) or 1))
         if self.opts.durability == "batch" and runnable:
             self._committer = Committer(syncfs_honoured(self.root), self._commit_failed, self._renamed, self._report)
-        large = sum(1 for item in runnable if item.size > self.opts.chunk_size)
+        large = sum(1 for item in runnable if self._streamed(item.size))
         if large:
             keep_freed_memory()
             self._streams = StreamBudget(self.opts.streams, large)
@@ -187,8 +187,7 @@ class Executor:
             if large_workers:
                 self._large = ThreadPoolExecutor(large_workers, thread_name_prefix="sync-large")
             if self.opts.streams > 1:
-                # A file holding n slots reads n - 1 of its ranges here: never more than
-                # streams - 1 at once.
+                # A file holding n slots reads n - 1 of its ranges here: at most streams - 1.
                 self._ranges = ThreadPoolExecutor(self.opts.streams - 1, thread_name_prefix="sync-range")
         # The committer and the range readers stop inside the SIGINT guard too: until
         # they have, temporary files are still being written or renamed.
@@ -239,11 +238,12 @@ class Executor:
         return out
 
     def _pool_for(self, item: PlanItem, pool: ThreadPoolExecutor) -> ThreadPoolExecutor:
-        """Large files (streamed: over the chunk size) go to their own workers, bounded by
-        the read slots (transfer/streams.py); everything else to `pool`."""
-        if self._large is not None and item.size > self.opts.chunk_size:
-            return self._large
-        return pool
+        """Large files (`_streamed`) to their own workers (transfer/streams.py), the rest to `pool`."""
+        return self._large if self._large is not None and self._streamed(item.size) else pool
+
+    def _streamed(self, size: int) -> bool:
+        """A large file: copy_stream reads it as a stream of ranges (over the chunk size)."""
+        return size > self.opts.chunk_size
 
     def interrupt(self) -> None:
         """Ctrl-C. Runs in the main thread as a signal handler: flags, cancels and one
@@ -374,7 +374,7 @@ class Executor:
                 raise
             # The digest needs the bytes in order: one range then.
             wanted = 1 if digest is not None else self.opts.streams
-            budget = self._streams if expected.size > self.opts.chunk_size else None
+            budget = self._streams if self._streamed(expected.size) else None
             with read_slots(budget, expected.size, wanted, self.abandon) as streams, self.source.open(expected.path) as stream:
                 written, reads = copy_stream(
                     stream, fd, expected.size, chunk_size=self.opts.chunk_size, streams=streams,
