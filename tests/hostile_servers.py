@@ -33,6 +33,10 @@ ANSWERS: dict[str, tuple[int, str, bytes]] = {
     "html-401": (401, "text/html", b"<html><body>Please log in</body></html>"),
     "json-401": (401, "application/json", json.dumps({"error": "token expired", "code": 16}).encode()),
     "json-500": (500, "application/json", json.dumps({"error": "internal", "code": 13}).encode()),
+    # What any plain web server answers for a path it does not have.
+    "html-404": (404, "text/html", b"<html><head><title>404 Not Found</title></head><body>Not Found</body></html>"),
+    # JSON of some other service: not a WebHDFS FileStatus, not a Kubernetes object.
+    "json-other": (200, "application/json", json.dumps({"foo": [1, 2, 3]}).encode()),
 }
 KINDS_200 = ("html", "json", "json-list", "binary", "binary-as-json", "empty")
 
@@ -110,7 +114,7 @@ def serve(kind: str, *, tls_dir: Path | None = None) -> Iterator[Server]:
         context.load_cert_chain(cert, key)
         server.socket = context.wrap_socket(server.socket, server_side=True)
         ca_file = cert
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     scheme = "https" if tls_dir is not None else "http"
     try:

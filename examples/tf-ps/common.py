@@ -9,6 +9,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import socket
 import struct
 import sys
@@ -22,6 +23,45 @@ LABEL_KEY = "y"
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def report(kind: str, **fields: Any) -> None:
+    """One line of volcano-pipelines' progress protocol (docs/progress.md), e.g.
+    `vpipe:progress step=1200 total=6000 loss=0.431 examples_per_second=812.5`: the train step
+    reads it from this pod's log and shows progress, the ETA and the last checkpoint."""
+    pairs = [f'{key}="{value}"' if " " in str(value) else f"{key}={value}"
+             for key, value in fields.items() if value is not None]
+    print(" ".join([f"vpipe:{kind}", *pairs]), flush=True)
+
+
+# What a process stopped by SIGTERM exits with (128 + 15): not 0, so a coordinator that stops
+# early is never taken for one that finished (its TaskCompleted would complete the job).
+EXIT_SIGTERM = 128 + signal.SIGTERM
+
+
+class StopRequest:
+    """SIGTERM (an eviction, a preemption, a deleted pod, a node drain) asks the training
+    loop to stop: it writes a checkpoint and exits within the pod's grace period. A handler is
+    needed: a container's first process ignores SIGTERM unless it installs one."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, _signum: int, _frame: Any) -> None:
+        self.requested = True
+
+
+def serve_until_stopped(role: str, index: int) -> int:
+    """For parameter servers and TF2 workers: the server runs in its own threads; this waits
+    in Python, so SIGTERM ends the process at once (they hold nothing to save)."""
+    def stop(_signum: int, _frame: Any) -> None:
+        log(f"{role} {index}: SIGTERM, exiting")
+        os._exit(EXIT_SIGTERM)  # TensorFlow's server threads would hold up a normal exit
+
+    signal.signal(signal.SIGTERM, stop)
+    while True:  # never returns: the job's CompleteJob policy ends this task
+        time.sleep(3600)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import time
 
 import common
 
@@ -34,8 +35,7 @@ def run(args: argparse.Namespace) -> int:
     server = tf1.train.Server(cluster, job_name=args.job_name, task_index=args.task_index, config=config)
     if args.job_name == "ps":
         common.log(f"ps {args.task_index}: serving {server.target}")
-        server.join()  # never returns: the job's CompleteJob policy ends this task
-        return 0
+        return common.serve_until_stopped("ps", args.task_index)
     return work(tf, tf1, server, cluster, config, args)
 
 
@@ -70,6 +70,7 @@ def work(tf, tf1, server, cluster, config, args: argparse.Namespace) -> int:
         summary_op = tf1.summary.scalar("loss", loss)
 
     saver = tf1.train.Saver(max_to_keep=3)
+    stop = common.StopRequest()
     # Short recovery wait: a non-chief polls for the chief's initialization every half second
     # instead of TensorFlow's default 30 s.
     manager = tf1.train.SessionManager(ready_op=tf1.report_uninitialized_variables(), recovery_wait_secs=0.5)
@@ -84,21 +85,39 @@ def work(tf, tf1, server, cluster, config, args: argparse.Namespace) -> int:
         writer = None
     step = int(sess.run(global_step))
     common.log(f"worker {args.task_index}: training from global step {step} to {args.steps}")
+    if is_chief and step > 0:
+        common.report("resumed", step=step, path=tf1.train.latest_checkpoint(checkpoint_dir))
     local_steps = 0
-    last_logged = step
-    while step < args.steps:
+    batch_loss = None
+    last_logged, logged_at = step, time.monotonic()
+    while step < args.steps and not stop.requested:
         _, batch_loss, summary, step = sess.run([train_op, loss, summary_op, global_step])
         step = int(step)
         local_steps += 1
         if is_chief and step - last_logged >= args.log_every:
             writer.add_summary(summary, step)
             common.log(f"step {step}: batch loss {batch_loss:.4f}")
-            last_logged = step
+            # The global step counts every worker's batches: this is the whole job's rate.
+            rate = (step - last_logged) * args.batch_size / max(time.monotonic() - logged_at, 1e-6)
+            common.report("progress", step=step, total=args.steps, loss=f"{batch_loss:.4f}",
+                          examples_per_second=f"{rate:.1f}")
+            last_logged, logged_at = step, time.monotonic()
         if is_chief and local_steps % args.checkpoint_every == 0:
-            saver.save(sess, os.path.join(checkpoint_dir, "model.ckpt"), global_step=step)
+            path = saver.save(sess, os.path.join(checkpoint_dir, "model.ckpt"), global_step=step)
+            common.report("checkpoint", step=step, path=path)
     common.log(f"worker {args.task_index}: {local_steps} local steps, global step {step}")
+    if stop.requested:
+        if is_chief:
+            path = saver.save(sess, os.path.join(checkpoint_dir, "model.ckpt"), global_step=step)
+            common.report("checkpoint", step=step, path=path)
+            writer.flush()
+        common.log(f"worker {args.task_index}: SIGTERM at global step {step}, exiting")
+        return common.EXIT_SIGTERM
     if is_chief:
-        saver.save(sess, os.path.join(checkpoint_dir, "model.ckpt"), global_step=step)
+        path = saver.save(sess, os.path.join(checkpoint_dir, "model.ckpt"), global_step=step)
+        common.report("progress", step=step, total=args.steps,
+                      loss=None if batch_loss is None else f"{batch_loss:.4f}")
+        common.report("checkpoint", step=step, path=path)
         writer.flush()
         weights, bias = sess.run([w, b])
         final = common.export_dir(args.log_dir, args.model_name, step)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import time
 
 import common
 
@@ -25,8 +26,7 @@ def run(args: argparse.Namespace) -> int:
             resolver.cluster_spec(), job_name=role, task_index=index, protocol=resolver.rpc_layer or "grpc", start=True
         )
         common.log(f"{role} {index}: serving {server.target}; waiting for the coordinator")
-        server.join()  # never returns: the job's CompleteJob policy ends this task
-        return 0
+        return common.serve_until_stopped(role, index)
     if role == "evaluator":
         common.log("this example has no evaluator; metrics.json holds the chief's evaluation")
         return 0
@@ -51,6 +51,7 @@ class Linear:
 
 
 def coordinate(tf, resolver, args: argparse.Namespace) -> int:
+    stop = common.StopRequest()  # first: a SIGTERM while it starts up is not lost
     cluster = resolver.cluster_spec().as_dict()
     common.wait_for_hosts(list(cluster.get("ps", [])) + list(cluster.get("worker", [])))
     features = common.feature_count(args.data_dir)
@@ -65,6 +66,7 @@ def coordinate(tf, resolver, args: argparse.Namespace) -> int:
     restored = manager.restore_or_initialize()
     if restored:
         common.log(f"resumed from {restored} at step {int(global_step.numpy())}")
+        common.report("resumed", step=int(global_step.numpy()), path=restored)
 
     feature_spec = {
         common.FEATURES_KEY: tf.io.FixedLenFeature([features], tf.float32),
@@ -116,9 +118,12 @@ def coordinate(tf, resolver, args: argparse.Namespace) -> int:
     start = int(global_step.numpy())
     common.log(f"chief: training steps {start + 1}..{args.steps} on {len(cluster.get('worker', []))} workers")
     step = start
+    if stop.requested:  # stopped before the first step: nothing new to save
+        return common.EXIT_SIGTERM
     while step < args.steps:
         # Schedule a block of steps, then wait for them: the workers run them asynchronously.
         block = min(args.log_every, args.steps - step)
+        began = time.monotonic()
         results = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(block)]
         coordinator.join()
         step += block
@@ -126,8 +131,15 @@ def coordinate(tf, resolver, args: argparse.Namespace) -> int:
         with writer.as_default():
             tf.summary.scalar("loss", loss, step=step)
         common.log(f"step {step}: batch loss {loss:.4f}")
-        if step % args.checkpoint_every == 0 or step >= args.steps:
-            manager.save(checkpoint_number=step)
+        rate = block * args.batch_size / max(time.monotonic() - began, 1e-6)
+        common.report("progress", step=step, total=args.steps, loss=f"{loss:.4f}", examples_per_second=f"{rate:.1f}")
+        if step % args.checkpoint_every == 0 or step >= args.steps or stop.requested:
+            path = manager.save(checkpoint_number=step)
+            common.report("checkpoint", step=step, path=path)
+        if stop.requested:
+            writer.flush()
+            common.log(f"chief: SIGTERM; checkpoint written at step {step}, exiting")
+            return common.EXIT_SIGTERM
     writer.flush()
 
     weights, bias = model.w.numpy(), model.b.numpy()

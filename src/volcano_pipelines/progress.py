@@ -11,6 +11,7 @@ import threading
 import time
 from typing import Any, TextIO
 
+from volcano_pipelines.volcano.report_lines import TrainingProgress, format_training
 from volcano_pipelines.volcano.status import JobStatus, format_progress
 
 __all__ = ["LineProgress", "Progress", "configure_logging"]
@@ -25,6 +26,10 @@ class Progress:
 
     def files(self, files_done: int, files_total: int, bytes_done: int, bytes_total: int) -> None:
         """A transfer's totals so far (thread-safe callers: the sync executor's threads)."""
+
+    def training(self, name: str, state: TrainingProgress) -> None:
+        """What a training job reported (step / total, rate, loss, ETA, last checkpoint), called
+        when it changed."""
 
     def close(self) -> None:
         """The step is over: finish any live display."""
@@ -81,6 +86,10 @@ class LineProgress(Progress):
                 self._write(line)
                 self.last_print = now
             self.last_line = line
+
+    def training(self, name: str, state: TrainingProgress) -> None:
+        # The follower calls this only when the figures changed, at most once per read.
+        self.note(format_training(name, state))
 
     def files(self, files_done: int, files_total: int, bytes_done: int, bytes_total: int) -> None:
         now = self.clock()

@@ -201,7 +201,7 @@ def service_forwarder(api: Any, namespace: str, service: str, port_name: str, ho
 
     server = socketserver.ThreadingTCPServer((host, 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)  # shutdown waits one poll
     thread.start()
     try:
         yield f"http://{host}:{server.server_address[1]}"

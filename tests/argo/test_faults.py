@@ -55,13 +55,13 @@ def submit_train(api: Any, namespace: str, real_node: Any, parameters: dict[str,
 
 
 def submit_from_template(api: Any, namespace: str, real_node: Any, template: str, prefix: str,
-                         parameters: dict[str, str]) -> str:
-    """A Workflow from a WorkflowTemplate, resubmitted while the controller does not know the
-    template yet (submit_train)."""
+                         parameters: dict[str, str], **spec: Any) -> str:
+    """A Workflow from a WorkflowTemplate (with `spec` fields of the Workflow's own, e.g. a
+    deadline), resubmitted while the controller does not know the template yet (submit_train)."""
     body = {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "Workflow", "metadata": {"generateName": prefix},
         "spec": {"workflowTemplateRef": {"name": template}, **placement(real_node),
-                 "arguments": {"parameters": [{"name": k, "value": v} for k, v in parameters.items()]}},
+                 "arguments": {"parameters": [{"name": k, "value": v} for k, v in parameters.items()]}, **spec},
     }
     for _attempt in range(10):
         name = str(submit(api, namespace, body)["metadata"]["name"])

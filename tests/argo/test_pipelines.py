@@ -64,6 +64,8 @@ STEPS = ("sync", "train", "reap", "tensorboard", "serve")
 NOT_ON_THESE_PATHS = {
     ("create", "bus.volcano.sh", "commands", ""),  # abort on a timeout; reap's CompleteJob
     ("create", "", "events", ""),  # reap's record of what it reaped
+    ("list", "", "services", ""),  # the KFP exit handler (finish_run) finding the run's TensorBoard
+    ("list", "networking.k8s.io", "ingresses", ""),  # the same
     ("list", "batch", "jobs", ""), ("watch", "batch", "jobs", ""),  # reap: the classic layout's workers
     ("patch", "apps", "deployments", "scale"),  # reap: the classic layout's PS Deployment
     ("delete", "apps", "deployments", ""),  # reap: a PS Deployment; an expired TensorBoard
@@ -159,8 +161,9 @@ def pipeline_parameters(node: Any, name: str, code: str, src: str, volumes: Stor
     }
 
 
-def submit_pipeline(api: Any, namespace: str, node: Any, parameters: dict[str, str]) -> str:  # noqa: F811
-    return submit_from_template(api, namespace, node, "vpipe-train-and-serve", f"{parameters['name']}-", parameters)
+def submit_pipeline(api: Any, namespace: str, node: Any, parameters: dict[str, str], **spec: Any) -> str:  # noqa: F811
+    return submit_from_template(api, namespace, node, "vpipe-train-and-serve", f"{parameters['name']}-", parameters,
+                                **spec)
 
 
 def follow(api: Any, namespace: str, names: list[str], timeout: float) -> tuple[dict[str, dict[str, Any]],
@@ -319,6 +322,13 @@ def test_train_and_serve_succeeds_end_to_end_and_a_failing_worker_fails_it_with_
     assert len(train_pods) == 1, [(n["displayName"], n["phase"]) for n in train_pods]  # exit 1 is final
     message = train_pods[0].get("message", "")
     assert "boom-worker-" in message and "exit code 3" in message and "giving up: exit 3" in message, message
+    # The train step's post-mortem output (the record's summary, saved before anything deleted
+    # the pods): the failed pod with its exit code and last log lines, and every other pod.
+    post_mortem = {p["name"]: p.get("value", "") for p in
+                   (train_pods[0].get("outputs") or {}).get("parameters") or []}.get("post-mortem", "")
+    assert "# Post-mortem: job" in post_mortem and "exit code 3" in post_mortem, train_pods[0].get("outputs")
+    assert "giving up: exit 3" in post_mortem, post_mortem
+    assert all(f"| boom-{pod} |" in post_mortem for pod in ("ps-0", "chief-0", "worker-0", "worker-1")), post_mortem
     assert bad_nodes["cleanup"]["phase"] == "Succeeded" and bad_nodes["report"]["phase"] == "Succeeded", \
         {k: n["phase"] for k, n in bad_nodes.items()}
     wait_for("no job and no training pod of the failed pipeline",

@@ -118,10 +118,30 @@ class JobClock:
         self._thread.join(timeout=5)
 
 
+def enforce_restricted(api: Any, namespace: str) -> None:
+    """Label the namespace as a shared cluster's would be: the API server's PodSecurity admission
+    then refuses any pod that does not meet the restricted level, and Istio (where installed)
+    injects sidecars. Checked: a plain pod is refused, so what runs there afterwards met it."""
+    core = client.CoreV1Api(api)
+    core.patch_namespace(namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted",
+                                                             "istio-injection": "enabled"}}})
+    try:
+        core.create_namespaced_pod(namespace, {"metadata": {"name": "plain"},
+                                               "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    except client.ApiException as err:
+        assert err.status == 403 and "restricted" in str(err.body), err.body
+    else:
+        raise AssertionError(f"namespace {namespace} does not enforce the restricted Pod Security level")
+
+
 def test_shipped_train_template_runs_a_volcano_job_to_completion(cluster: Any, namespace: str, real_node: Any,
                                                                  argo: Any, tmp_path: Path) -> None:
+    """...in a namespace that enforces the restricted Pod Security level: the step pod (with Argo's
+    init and wait containers, given the controller's executor settings) and, with pod-security
+    restricted, the training pods all meet it."""
     plane = cluster.require_local()
     api = cluster.api_client()
+    enforce_restricted(api, namespace)
     objects = support.base_objects(namespace)
     support.apply_objects(api, namespace, objects)
     support.apply_objects(api, namespace, support.load("pipelines/argo/train-tf.yaml"))
@@ -132,6 +152,7 @@ def test_shipped_train_template_runs_a_volcano_job_to_completion(cluster: Any, n
                 "name": "wf-train", "timeout": "300", "image": TF_TRAINER_IMAGE, "code-url": f"{url}/tiny/",
                 "ps": "1", "workers": "1", "ps-cpu": "50m", "worker-cpu": "50m", "ps-memory": "256Mi",
                 "worker-memory": "256Mi", "env": "TINY_WORK_SECONDS=20", "queue": "default",
+                "pod-security": "restricted",
                 "node-selector": f"{real_node.label}={real_node.label_value}",
                 "tolerations": f"{taint['key']}={taint['value']}:{taint['effect']}",
             }
@@ -160,6 +181,9 @@ def test_shipped_train_template_runs_a_volcano_job_to_completion(cluster: Any, n
     job = client.CustomObjectsApi(api).get_namespaced_custom_object("batch.volcano.sh", "v1alpha1", namespace,
                                                                     "jobs", "wf-train")
     assert job["status"]["state"]["phase"] == "Completed"
+    for task in job["spec"]["tasks"]:  # what let the training pods in
+        assert task["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+        assert task["template"]["metadata"]["labels"]["sidecar.istio.io/inject"] == "false"
 
     # Every request of the step and of argoexec (one ServiceAccount) was granted, and the
     # executor's Role (manifests/argo) is used in full.

@@ -18,8 +18,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "images: installing podman runc debootstrap (apt)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -q podman runc debootstrap >/dev/null 2>&1 || {
-      apt-get update -q >/dev/null && apt-get install -y -q podman runc debootstrap >/dev/null
+    # scripts/test runs the prepare scripts side by side: they take turns at apt (one lock file).
+    lock="${TMPDIR:-/tmp}/vpipe-apt.lock"
+    flock "$lock" apt-get install -y -q podman runc debootstrap >/dev/null 2>&1 || {
+      flock "$lock" apt-get update -q >/dev/null && flock "$lock" apt-get install -y -q podman runc debootstrap >/dev/null
     } || cannot "apt-get could not install podman runc debootstrap"
   else
     cannot "${missing[*]} missing (needs root and apt)"

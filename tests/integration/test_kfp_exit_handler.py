@@ -23,6 +23,7 @@ from kubernetes import client
 
 import volcano_pipelines
 from tests.cluster import behaviour
+from tests.integration.waiting import wait_for
 from volcano_pipelines.steps import train_tf
 
 pytestmark = pytest.mark.integration
@@ -42,7 +43,8 @@ def _executor_input(outputs: Path, parameters: dict[str, Any]) -> dict[str, Any]
         "outputs": {
             "parameters": {name: {"outputFile": str(outputs / "parameters" / name)} for name in OUTPUTS},
             "artifacts": {"metrics": artifact("metrics", "system.Metrics"),
-                          "summary": artifact("summary", "system.Markdown")},
+                          "summary": artifact("summary", "system.Markdown"),
+                          "post_mortem": artifact("post_mortem", "system.Artifact")},
             "outputFile": str(outputs / "executor_output.json"),
         },
     }
@@ -70,6 +72,7 @@ def _jobs(cluster: Any, namespace: str) -> list[str]:
 
 
 # state handed to the exit handler -> (outcome, what happens to the run's job with on_failure=delete)
+# The job keeps running in every case here: a word that is an end state decides alone.
 CASES = {
     "COMPLETE": ("succeeded", "none"),  # KFP backend, successful run
     "CACHED": ("succeeded", "none"),
@@ -78,8 +81,32 @@ CASES = {
     "FAILED": ("failed", "deleted"),
     "CANCELED": ("failed", "deleted"),
     "Error": ("failed", "deleted"),
-    "RUNNING": ("unknown", "kept"),  # not an end state: never delete on a guess
+    # Not an end state: decided from the job, which is still Running at the exit handler, so the
+    # run failed or was cancelled (the train step waits for its job's end) and the job goes.
+    "RUNNING": ("failed", "deleted"),
 }
+
+
+def _submit(cluster: Any, namespace: str, run_id: str, worker_labels: dict[str, str]) -> str:
+    submitted = train_tf("exit", run_id=run_id, image="trainer:test", code_url="https://example.com/code/",
+                         workers=1, ps=1, namespace=namespace, kubeconfig=str(cluster.kubeconfig), wait=False,
+                         pod_labels={"worker": worker_labels})
+    assert _jobs(cluster, namespace) == [submitted.name]
+    return submitted.name
+
+
+def _finish(cluster: Any, namespace: str, tmp_path: Path, run_id: str, state: str,
+            succeeded: bool) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], str]:
+    proc, outputs = _run_component(tmp_path, {
+        "run_id": run_id, "namespace": namespace, "kubeconfig": str(cluster.kubeconfig),
+        "status": {"state": state, "pipelineJobResourceName": f"projects/p/pipelineJobs/{run_id}",
+                   "pipelineTaskName": "exit-handler-1",
+                   # KFP's backend leaves error empty (resolve.go: a TODO); code 0 / 1 as kfp.local sets it.
+                   "error": {"code": 0 if succeeded else 1, "message": ""}},
+    })
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    written = json.loads((outputs / "executor_output.json").read_text())["parameterValues"]
+    return proc, written, (outputs / "summary").read_text()
 
 
 @pytest.mark.parametrize("state", list(CASES))
@@ -87,26 +114,102 @@ def test_the_exit_handler_keeps_or_deletes_the_job_by_the_state_it_is_handed(
         cluster: Any, namespace: str, tmp_path: Path, state: str) -> None:
     outcome, cleanup = CASES[state]
     run_id = f"exit-{state.lower()}"
-    submitted = train_tf("exit", run_id=run_id, image="trainer:test", code_url="https://example.com/code/",
-                         workers=1, ps=1, namespace=namespace, kubeconfig=str(cluster.kubeconfig), wait=False,
-                         pod_labels={"worker": behaviour.keep_running()})
-    assert _jobs(cluster, namespace) == [submitted.name]
-
-    proc, outputs = _run_component(tmp_path, {
-        "run_id": run_id, "namespace": namespace, "kubeconfig": str(cluster.kubeconfig),
-        "status": {"state": state, "pipelineJobResourceName": f"projects/p/pipelineJobs/{run_id}",
-                   "pipelineTaskName": "exit-handler-1",
-                   "error": {"code": 0 if outcome == "succeeded" else 1, "message": ""}},
-    })
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    written = json.loads((outputs / "executor_output.json").read_text())["parameterValues"]
+    name = _submit(cluster, namespace, run_id, behaviour.keep_running())
+    _, written, summary = _finish(cluster, namespace, tmp_path, run_id, state, outcome == "succeeded")
     assert written["pipeline_state"] == state
     assert written["cleanup"] == cleanup
     assert written["result"]["outcome"] == outcome
     assert written["job_phase"] not in ("", "NotFound")
-    summary = (outputs / "summary").read_text()
     assert f"| cleanup of the training job | {cleanup} |" in summary
-    if outcome == "unknown":
-        assert "unknown state: the training job was kept" in summary
-        assert "neither a success" in proc.stdout + proc.stderr  # the warning in the pod log
-    assert _jobs(cluster, namespace) == ([] if cleanup == "deleted" else [submitted.name])
+    assert f"| decided by | {written['result']['rule']} |" in summary
+    assert _jobs(cluster, namespace) == ([] if cleanup == "deleted" else [name])
+    # A run that did not succeed leaves the record of its job's pods, saved before the delete,
+    # in the component's post_mortem artifact; one that succeeded leaves none from here.
+    records = sorted(p.name for p in (tmp_path / "outputs" / "post_mortem").rglob("*") if p.is_file())
+    if outcome == "succeeded":
+        assert records == ["README.md"] and written["result"]["post_mortem"] is None
+    else:
+        assert records == [f"{name}.json", f"{name}.md"], records
+        # (The job was submitted a moment ago: its pods may not exist yet; the scenarios below
+        # look at the pods.)
+        record = json.loads((tmp_path / "outputs" / "post_mortem" / namespace / f"{name}.json").read_text())
+        assert record["job"]["name"] == name and "### Post-mortem" in summary, record["job"]
+
+
+def _phase(cluster: Any, namespace: str, name: str) -> str:
+    custom = client.CustomObjectsApi(cluster.api_client())
+    job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "jobs", name)
+    return str(((job.get("status") or {}).get("state") or {}).get("phase") or "")
+
+
+def _retries(cluster: Any, namespace: str, name: str) -> int:
+    custom = client.CustomObjectsApi(cluster.api_client())
+    job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "jobs", name)
+    return int((job.get("status") or {}).get("retryCount") or 0)
+
+
+def _evict(cluster: Any, namespace: str, pod: str) -> None:
+    core = client.CoreV1Api(cluster.api_client())
+    core.create_namespaced_pod_eviction(pod, namespace, client.V1Eviction(
+        metadata=client.V1ObjectMeta(name=pod, namespace=namespace)))
+
+
+# KFP's backend hands RUNNING in each of these (docs/kfp.md, "What the exit handler is handed");
+# the job is put in the phase the scenario leaves it in, for real, and the handler decides by it.
+@pytest.mark.parametrize("scenario", ["serve-skipped-success", "training-failed", "train-pod-evicted"])
+def test_an_exit_handler_handed_running_decides_from_the_job(
+        cluster: Any, namespace: str, tmp_path: Path, scenario: str) -> None:
+    run_id = f"running-{scenario}"
+    if scenario == "serve-skipped-success":
+        # serve_model=false: the last task (serve) is skipped, nothing moves the group to COMPLETE.
+        name = _submit(cluster, namespace, run_id, {})
+        wait_for("the job Completed", lambda: _phase(cluster, namespace, name) == "Completed", timeout=120)
+        expected = ("succeeded", "none", [name])
+    elif scenario == "training-failed":
+        # The train step pod OOM-killed / its node lost after its job failed: no launcher reported FAILED.
+        name = _submit(cluster, namespace, run_id, behaviour.fail_with(7))
+        wait_for("the job Failed", lambda: _phase(cluster, namespace, name) == "Failed", timeout=180)
+        expected = ("failed", "deleted", [])
+    else:
+        # A training pod evicted through the Eviction API (node drain): Volcano restarts the job
+        # (PodEvicted -> RestartJob) while the run's train step pod, evicted too, reported nothing.
+        name = _submit(cluster, namespace, run_id, behaviour.keep_running())
+        wait_for("the job Running", lambda: _phase(cluster, namespace, name) == "Running", timeout=120)
+        _evict(cluster, namespace, f"{name}-worker-0")
+        wait_for("Volcano's restart of the job", lambda: _retries(cluster, namespace, name) >= 1, timeout=60)
+        expected = ("failed", "deleted", [])
+    outcome, cleanup, left = expected
+    _, written, summary = _finish(cluster, namespace, tmp_path, run_id, "RUNNING", outcome == "succeeded")
+    assert (written["result"]["outcome"], written["cleanup"]) == (outcome, cleanup), written["result"]["rule"]
+    assert "not an end state" in written["result"]["rule"]
+    assert written["job_phase"] in written["result"]["rule"]
+    assert _jobs(cluster, namespace) == left
+    if scenario == "training-failed":
+        # The failed worker is named in the record with its exit code (Volcano deleted the
+        # running PS when the job failed: only a watch could have seen it, and none ran here).
+        record = json.loads((tmp_path / "outputs" / "post_mortem" / namespace / f"{name}.json").read_text())
+        ends = {pod["name"]: (pod.get("end") or {}).get("exit_code") for pod in record["pods"]}
+        assert ends.get(f"{name}-worker-0") == 7, record["pods"]
+
+
+def test_the_exit_handlers_summary_links_the_runs_tensorboard(cluster: Any, namespace: str, tmp_path: Path) -> None:
+    from tests.integration.test_lifecycle_support import make_log_pvc
+    from volcano_pipelines.steps import tensorboard
+
+    run_id = "with-board"
+    name = _submit(cluster, namespace, run_id, behaviour.fail_with(7))
+    pvc = make_log_pvc(cluster, namespace)
+    try:
+        board = tensorboard("exit-board", log_pvc=next(pvc), run_id=run_id, namespace=namespace,
+                            kubeconfig=str(cluster.kubeconfig), wait=False, service_type="NodePort")
+        wait_for("the job Failed", lambda: _phase(cluster, namespace, name) == "Failed", timeout=180)
+        _, written, summary = _finish(cluster, namespace, tmp_path, run_id, "FAILED", False)
+    finally:
+        next(pvc, None)
+    found = written["result"]["tensorboard"]
+    assert found["name"] == "exit-board" and found["urls"]["cluster"] == board.urls["cluster"], (found, board.urls)
+    # The node port the Service got, on the node its pod runs on (which the step, not waiting
+    # for the pod, could not name yet).
+    assert board.node_port and found["url"] == found["urls"]["node_port"], (found, board)
+    assert found["url"].endswith(f":{board.node_port}/") and f"| TensorBoard | [{found['url']}]({found['url']}) |" in summary
+    assert "### Post-mortem" in summary and summary.index("TensorBoard") < summary.index("### Post-mortem")

@@ -95,8 +95,11 @@ def test_train_and_serve_runs_end_to_end(cluster: Any, namespace: str, local_run
     pipeline = train_and_serve(kind, data_mount=str(staged))
     # No TF Serving binary can run here (kwok runs no container): the serve step is off.
     extra = {"serve_model": False} if kind == "tf" else {}
+    # queue: the test cluster has Volcano's own queues only, not the capped `vpipe` queue that
+    # manifests/cluster creates and the pipelines default to.
     pipeline(model_name=f"kfp-{kind}", dataset_url=str(src), data_pvc=data_pvc, log_pvc=log_pvc, image="trainer:test",
-             code_url=CODE_URL, kubeconfig=str(cluster.kubeconfig), namespace=namespace, **shape, **extra)
+             code_url=CODE_URL, kubeconfig=str(cluster.kubeconfig), namespace=namespace, queue="default", **shape,
+             **extra)
 
     # sync really copied the dataset where the data PVC would be mounted, into the model's own
     # directory, which is the one directory of the PVC the training pods mount.
@@ -145,7 +148,7 @@ def test_failed_training_fails_the_run_and_the_exit_handler_cleans_up(cluster: A
     # No step retries here: each would only attach to the same failed job (after a back-off).
     pipeline = train_and_serve("tf", data_mount=str(tmp_path / "staged"), step_retries=0)
     pipeline(model_name="kfp-fails", dataset_url=str(_dataset(tmp_path)), data_pvc=data_pvc, log_pvc=log_pvc,
-             serve_model=False, image="trainer:test",
+             serve_model=False, image="trainer:test", queue="default",
              code_url=CODE_URL, kubeconfig=str(cluster.kubeconfig), namespace=namespace, workers=2, max_retry=1,
              pod_labels={"worker": behaviour.fail_with(3)})
 

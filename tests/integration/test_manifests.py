@@ -240,8 +240,12 @@ def test_argo_executor_can_report_results_and_the_pipeline_names_what_manifests_
     assert role["rules"] == [{"apiGroups": ["argoproj.io"], "resources": ["workflowtaskresults"],
                               "verbs": ["create", "patch"]}]
     assert ("ServiceAccount", "vpipe-prod", templates.SERVICE_ACCOUNT) in objects
+    objects_named = {"queue": "Queue", "data-pvc": "PersistentVolumeClaim", "log-pvc": "PersistentVolumeClaim"}
+    assert set(objects_named) <= set(templates.PIPELINE_DEFAULTS)
     for param, value in templates.PIPELINE_DEFAULTS.items():
-        kind = "Queue" if param == "queue" else "PersistentVolumeClaim"
+        if param not in objects_named:
+            continue  # a number (the training timeout), not an object manifests/ creates
+        kind = objects_named[param]
         assert (kind, "" if kind == "Queue" else "vpipe-prod", value) in objects, param
 
 

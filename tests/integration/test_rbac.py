@@ -8,6 +8,7 @@ the Role and the code must agree with each other through the API server."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -181,15 +182,33 @@ def run_every_path(cluster: Any, namespace: str, kubeconfig: Path) -> dict[str, 
     runs["success"] = vpipe("train", "tf", "--name", "ok", "--ps", "1", "--workers", "2", "--run-id", "ok-1", *common)
     runs["attach"] = vpipe("train", "tf", "--name", "ok", "--ps", "1", "--workers", "2", "--run-id", "ok-1", *common)
     runs["status"] = vpipe("status", "ok", "--kubeconfig", str(kubeconfig), "--json")
+    # Fake nodes serve no logs, so nothing reports progress here: the step's progress
+    # annotation (steps/_follow.py) is written as the ServiceAccount through the session a
+    # waiting step uses, then read back by `vpipe status`.
+    runs["annotate"] = subprocess.run([sys.executable, "-c", (
+        "import sys; from volcano_pipelines.k8s.client import connect; "
+        "from volcano_pipelines.backends.cluster import ClusterBackend; "
+        "backend = ClusterBackend(connect(sys.argv[1])); job = backend.get(backend.cluster.namespace, 'ok'); "
+        "session = backend.session(job, 0); "
+        "session.annotate({'volcano-pipelines/progress': '{\"step\":5,\"total\":10}'}); "
+        "print(session.missing())"), str(kubeconfig)], capture_output=True, text=True, timeout=60)
+    runs["status-progress"] = vpipe("status", "ok", "--kubeconfig", str(kubeconfig), "--json")
     reaper = FailedPodReaper(cluster, namespace, "fails")
     try:
         runs["failure"] = vpipe("train", "tf", "--name", "fails", "--workers", "1", "--max-retry", "1",
-                                "--pod-label", f"worker:{behaviour.FAIL_LABEL}=3", *common)
+                                "--run-id", "fails-1", "--pod-label", f"worker:{behaviour.FAIL_LABEL}=3", *common)
     finally:
         reaper.stop.set()
         reaper.thread.join(timeout=10)
     runs["reaped"] = subprocess.CompletedProcess([], 0, json.dumps(reaper.deleted), "")
     runs["status-failed"] = vpipe("status", "fails", "--kubeconfig", str(kubeconfig), "--json")
+    # The exit handler of the failed run: its post-mortem (pods, events, logs) before it deletes
+    # the job, and the run's TensorBoard looked up for the summary (it started none).
+    runs["finish"] = subprocess.run([sys.executable, "-c", (
+        "import json, sys; from volcano_pipelines.steps import finish_run; "
+        "print(json.dumps(finish_run('fails-1', pipeline_state='FAILED', kubeconfig=sys.argv[1]).to_dict()))"),
+        str(kubeconfig)], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "VPIPE_POST_MORTEM_DIR": str(kubeconfig.parent / "post-mortem")})
     # A gang that never fits: pending hints (PodGroup, events), then the timeout aborts it.
     runs["timeout"] = vpipe("train", "tf", "--name", "stuck", "--gpus-per-worker", "64", "--timeout", "8", *common)
     runs["missing-queue"] = vpipe("train", "tf", "--name", "q", "--queue", "nope", *common)
@@ -225,6 +244,8 @@ def test_shipped_role_is_exactly_what_every_path_uses(cluster: Any, namespace: s
     assert json.loads(runs["success"].stdout)["phase"] == "Completed"
     assert json.loads(runs["attach"].stdout)["created"] is False
     assert json.loads(runs["status"].stdout)["phase"] == "Completed"
+    assert runs["annotate"].returncode == 0 and runs["annotate"].stdout.strip() == "[]", runs["annotate"]
+    assert json.loads(runs["status-progress"].stdout)["progress"] == {"step": 5, "total": 10}
 
     failed = json.loads(runs["failure"].stdout)
     assert runs["failure"].returncode == 1, runs["failure"].stderr
@@ -233,6 +254,10 @@ def test_shipped_role_is_exactly_what_every_path_uses(cluster: Any, namespace: s
     assert json.loads(runs["reaped"].stdout), "the reaper deleted no failed pod"
     assert failed["failure"]["exit_code"] == 3 and failed["failure"]["pod"].startswith("fails-worker-"), failed
     assert json.loads(runs["status-failed"].stdout)["phase"] == "Failed"
+    finished = json.loads(runs["finish"].stdout)
+    assert finished["cleanup"] == "deleted" and finished["tensorboard"] is None, finished
+    assert "error" not in finished["post_mortem"], finished
+    assert json.loads(Path(finished["post_mortem"]["json"]).read_text())["job"]["name"] == "fails"
 
     stuck = json.loads(runs["timeout"].stdout)
     assert runs["timeout"].returncode == 1 and stuck["message"].endswith("job aborted"), stuck  # the Command was allowed

@@ -219,8 +219,15 @@ def test_failing_worker_retries_then_fails(cluster, namespace: str) -> None:
     assert failure["reason"] == behaviour.FAIL_REASON
     # Volcano really restarted the job: the same pod name came back as new pods. --max-retry 2
     # means 2 runs in all (one restart), not 2 restarts: Volcano fails the job when its
-    # RetryCount, counted up at each restart, reaches maxRetry (README, --help).
-    assert max(len(uids) for uids in seen.uids.values()) == 2, seen.uids
+    # RetryCount, counted up at each restart, reaches maxRetry (README, --help). The PS never
+    # fails, so it is created once per run: exactly twice. A failing worker came back a third
+    # time once in CI (Volcano's controller re-created it between the restart's deletion and
+    # the job's next phase; the job still ended after two runs, retries 2), so a worker is
+    # bounded, not counted exactly.
+    assert len(seen.uids[f"{name}-ps-0"]) == 2, seen.uids
+    workers = {pod: uids for pod, uids in seen.uids.items() if pod.startswith(f"{name}-worker-")}
+    assert sorted(workers) == [f"{name}-worker-0", f"{name}-worker-1"], seen.uids
+    assert all(2 <= len(uids) <= 3 for uids in workers.values()), seen.uids
     # The step's message names the pod, the exit code and the reason.
     message = result["message"] or ""
     assert failure["pod"] in message and "exit code 3" in message and behaviour.FAIL_REASON in message, message

@@ -103,26 +103,35 @@ def test_a_component_that_exits_3_is_a_failed_task(kfp_docker: Any, tmp_path: Pa
     assert "cannot reach the Kubernetes API server" in capfd.readouterr().out
 
 
+def _prepare(kfp_docker: Any, cluster: Any, namespace: str, storage: Volumes, hdfs: Any,
+             tmp_path: Path) -> tuple[str, dict[str, bytes], Path]:
+    """A dataset of its own in HDFS (the training data the fixture made, and a file more); the
+    pipeline's sync step stages it into the model's own directory of the data PVC (mounted at
+    /data in the sync container), beside what the fixture staged, and that directory is all
+    the training pods see. Returns (its HDFS directory, the fixture's files, the kubeconfig
+    the containers read)."""
+    from tests.storage.trees import put_tree
+    from volcano_pipelines.kfp.pipelines import DATA_MOUNT
+
+    hdfs_dir = f"/kfp/{namespace}"
+    dataset = {p.name: p.read_bytes() for p in storage.data_dir.iterdir() if p.is_file()}
+    put_tree(hdfs.client(), hdfs_dir, {**dataset, "extra/part-0.csv": b"x,y\n1,2\n" * 100})
+    # The runtime image runs as uid 1000 (a PVC would give it the group through fsGroup).
+    subprocess.run(["chmod", "-R", "a+rwX", str(storage.data_dir)], check=True)
+    kubeconfig = _readable_kubeconfig(cluster, tmp_path)
+    kfp_docker.mounts = [_bind(kubeconfig.parent, str(kubeconfig.parent), read_only=True),
+                         _bind(storage.data_dir, DATA_MOUNT)]
+    return hdfs_dir, dataset, kubeconfig
+
+
 @pytest.mark.parametrize("kind", ["tf", "mpi"])
 def test_the_shipped_pipeline_runs_in_the_runtime_image(
         kfp_docker: Any, cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes,  # noqa: F811 - the imported fixtures
         hdfs: Any, tmp_path: Path, kind: str) -> None:
-    from tests.storage.trees import put_tree
     from volcano_pipelines.images import MPI_TRAINER_IMAGE, TENSORBOARD_IMAGE, TF_TRAINER_IMAGE
-    from volcano_pipelines.kfp.pipelines import DATA_MOUNT, train_and_serve
+    from volcano_pipelines.kfp.pipelines import train_and_serve
 
-    # A dataset of its own in HDFS (the training data the fixture made, and a file more); the
-    # pipeline's sync step stages it into the model's own directory of the data PVC (mounted at
-    # /data in the sync container), beside what the fixture staged, and that directory is all
-    # the training pods see.
-    hdfs_dir = f"/kfp/{namespace}"
-    dataset = {p.name: p.read_bytes() for p in volumes.data_dir.iterdir() if p.is_file()}
-    put_tree(hdfs.client(), hdfs_dir, {**dataset, "extra/part-0.csv": b"x,y\n1,2\n" * 100})
-    # The runtime image runs as uid 1000 (a PVC would give it the group through fsGroup).
-    subprocess.run(["chmod", "-R", "a+rwX", str(volumes.data_dir)], check=True)
-    kubeconfig = _readable_kubeconfig(cluster, tmp_path)
-    kfp_docker.mounts = [_bind(kubeconfig.parent, str(kubeconfig.parent), read_only=True),
-                         _bind(volumes.data_dir, DATA_MOUNT)]
+    hdfs_dir, dataset, kubeconfig = _prepare(kfp_docker, cluster, namespace, volumes, hdfs, tmp_path)
 
     shape: dict[str, Any]
     if kind == "tf":
@@ -136,9 +145,10 @@ def test_the_shipped_pipeline_runs_in_the_runtime_image(
     # Every pod on the real node: the PVCs are hostPath volumes of that node.
     board = {"tensorboard_image": TENSORBOARD_IMAGE, "tensorboard_node_selector": {node.label: node.label_value},
              "tensorboard_tolerations": [toleration(node)]}
+    # queue: the test cluster has Volcano's own queues only, not the `vpipe` queue the pipelines default to.
     pipeline(model_name=f"kfpd-{kind}", dataset_url=f"{hdfs.url}{hdfs_dir}", data_pvc=volumes.data_pvc,
-             log_pvc=volumes.log_pvc, kubeconfig=str(kubeconfig), namespace=namespace, **shape, **placement(node),
-             **board)
+             log_pvc=volumes.log_pvc, kubeconfig=str(kubeconfig), namespace=namespace, queue="default", **shape,
+             **placement(node), **board)
 
     root = kfp_docker.root
     # sync ran in its container and really staged the dataset from HDFS.
@@ -165,4 +175,47 @@ def test_the_shipped_pipeline_runs_in_the_runtime_image(
     finished = _outputs(root, "finish-run")
     assert finished["pipeline_state"] == "SUCCEEDED"
     assert (finished["job_phase"], finished["cleanup"]) == ("Completed", "none")
+    # The train step's post_mortem artifact holds the record of every pod of its job; the exit
+    # handler's summary links the run's TensorBoard (found by the run's labels).
+    (train_dir,) = _task_dirs(root, f"train-{kind}")
+    record = json.loads((train_dir / "post_mortem" / namespace / f"kfpd-{kind}.json").read_text())
+    assert record["job"]["phase"] == "Completed" and record["pods"], record["job"]
+    assert all(pod["name"].startswith(f"kfpd-{kind}-") for pod in record["pods"]), record["pods"]
+    (finish_dir,) = _task_dirs(root, "finish-run")
+    assert f"| TensorBoard | [{served['url']}]({served['url']}) |" in (finish_dir / "summary").read_text()
     assert jobs[0]["metadata"]["labels"]["volcano-pipelines/run"] == trained["run_id"]
+
+
+def test_a_failing_worker_fails_the_run_and_the_exit_handler_keeps_the_post_mortem(
+        kfp_docker: Any, cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes,  # noqa: F811 - the imported fixtures
+        hdfs: Any, tmp_path: Path) -> None:
+    from volcano_pipelines.images import TENSORBOARD_IMAGE, TF_TRAINER_IMAGE
+    from volcano_pipelines.kfp.pipelines import train_and_serve
+
+    hdfs_dir, _, kubeconfig = _prepare(kfp_docker, cluster, namespace, volumes, hdfs, tmp_path)
+    pipeline = train_and_serve("tf", step_retries=0)
+    # fail/: worker 0 prints a few lines and exits 3; max_retry 1 restarts the job once.
+    pipeline(model_name="kfpd-boom", dataset_url=f"{hdfs.url}{hdfs_dir}", data_pvc=volumes.data_pvc,
+             log_pvc=volumes.log_pvc, kubeconfig=str(kubeconfig), namespace=namespace, queue="default",
+             image=TF_TRAINER_IMAGE, ps=1, workers=1, code_url=f"{code_url}/fail/", max_retry=1, serve_model=False,
+             tensorboard_image=TENSORBOARD_IMAGE, tensorboard_node_selector={node.label: node.label_value},
+             tensorboard_tolerations=[toleration(node)], **placement(node))
+
+    root = kfp_docker.root
+    # The train task failed (exit 1): KFP's executor wrote no executor_output.json for it.
+    (train_dir,) = _task_dirs(root, "train-tf")
+    assert not (train_dir / "executor_output.json").exists() and 1 in kfp_docker.exit_codes, kfp_docker.exit_codes
+    finished = _outputs(root, "finish-run")
+    assert finished["pipeline_state"] == "FAILED" and finished["cleanup"] == "deleted", finished
+    assert _jobs(cluster, namespace) == []  # the exit handler deleted the job...
+    # ...after saving what happened to its pods into its post_mortem artifact.
+    (finish_dir,) = _task_dirs(root, "finish-run")
+    record = json.loads((finish_dir / "post_mortem" / namespace / "kfpd-boom.json").read_text())
+    pods = {pod["name"]: pod for pod in record["pods"]}
+    assert "kfpd-boom-worker-0" in pods, sorted(pods)
+    worker = pods["kfpd-boom-worker-0"]
+    assert (worker.get("end") or {}).get("exit_code") == 3, worker
+    logs = [line for container in worker.get("containers") or [] for line in container.get("log") or []]
+    assert any("worker 0 giving up: exit 3" in line for line in logs), worker
+    summary = (finish_dir / "summary").read_text()
+    assert "kfpd-boom-worker-0" in summary and "exit code 3" in summary and "giving up: exit 3" in summary, summary

@@ -146,6 +146,7 @@ def local(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Local]:
     names or was told about the test's directory (the pods' working directories, logs and
     data are all under it)."""
     data_dir = request.getfixturevalue("dataset") if "dataset" in request.fixturenames else tmp_path / "data"
+    Path(data_dir).mkdir(parents=True, exist_ok=True)  # a data volume named explicitly must exist
     output = Output()
     backend = LocalBackend(tmp_path / "work", data_dir=data_dir, log_dir=tmp_path / "logs", output=output,
                            grace_seconds=5)

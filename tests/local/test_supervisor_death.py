@@ -1,6 +1,6 @@
 """`vpipe train --backend local` killed the hard way: SIGKILL (nothing can be cleaned up in the
-process itself) and SIGHUP (a closed terminal or a dropped SSH session: the default action
-ends the process, no handler and no atexit run). Every task must die with it — run.sh, what
+process itself), and SIGHUP (a closed terminal or a dropped SSH session), which stops the run
+like SIGTERM (the job deleted, said so). Every task must die with it — run.sh, what
 it started, a daemon that left the process group and cleared its environment, mpiexec's
 prterun and ranks, the sshd stand-ins — as a pod dies with its node's container runtime.
 
@@ -64,7 +64,12 @@ def wait_for(what: str, check, proc: subprocess.Popen[bytes], log: Path, timeout
 
 def kill_and_check(proc: subprocess.Popen[bytes], sig: int, tmp_path: Path, log: Path) -> None:
     os.kill(proc.pid, sig)  # vpipe alone, not its process group
-    assert proc.wait(30) == -sig
+    if sig == signal.SIGHUP:
+        # SIGHUP stops a run as SIGTERM does (issue 33, item 8): the job is deleted and said so.
+        assert proc.wait(60) == 1, log.read_text()[-3000:]
+        assert "cancelled by SIGHUP" in log.read_text() and " deleted" in log.read_text(), log.read_text()[-3000:]
+    else:
+        assert proc.wait(30) == -sig
     # Whatever a killed supervisor leaves, the check finds and kills; nothing may be found.
     try:
         assert_no_leak(tmp_path, settle_seconds=20)

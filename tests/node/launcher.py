@@ -626,6 +626,28 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
             "--v=1",
         ])
 
+    def restart_kubelet(self, timeout: float = 120.0) -> float:
+        """Stop the kubelet (SIGTERM, as `systemctl restart kubelet` does) and start it again
+        with the same configuration and state directory while pods run: their containers stay
+        with containerd meanwhile. Returns the seconds until the new kubelet's health check
+        answered. Call it from a thread that lives as long as the node: the kubelet gets its
+        parent's death signal (PR_SET_PDEATHSIG) when the thread that started it ends."""
+        started = time.monotonic()
+        terminate(self.processes["kubelet"])
+        self._start_kubelet()
+        self._write_state()
+        self._wait(self._kubelet_healthy, "the restarted kubelet healthy", timeout)
+        return time.monotonic() - started
+
+    def _kubelet_healthy(self) -> bool:
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['kubelet-healthz']}/healthz", timeout=2) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
     def _node_ready(self) -> bool:
         from kubernetes import client
 

@@ -83,7 +83,7 @@ def gateway_http(real_node: RealNode, tmp_path: Path) -> Iterator[tuple[str, str
             pass
 
     server = http.server.ThreadingHTTPServer((real_node.gateway_ip, 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)  # shutdown waits one poll
     thread.start()
     try:
         yield f"http://{real_node.gateway_ip}:{server.server_address[1]}/token.txt", token

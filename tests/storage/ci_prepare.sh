@@ -23,8 +23,10 @@ cannot() {  # cannot WHAT: stop in CI, warn elsewhere
 apt_install() {  # apt_install PKG...: as root with apt, quietly; updates the lists once if needed
   [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 || return 1
   export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -q "$@" >/dev/null 2>&1 || {
-    apt-get update -q >/dev/null && apt-get install -y -q "$@" >/dev/null
+  # scripts/test runs the prepare scripts side by side: they take turns at apt (one lock file).
+  local lock="${TMPDIR:-/tmp}/vpipe-apt.lock"
+  flock "$lock" apt-get install -y -q "$@" >/dev/null 2>&1 || {
+    flock "$lock" apt-get update -q >/dev/null && flock "$lock" apt-get install -y -q "$@" >/dev/null
   }
 }
 

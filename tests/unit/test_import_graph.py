@@ -73,13 +73,13 @@ def test_module_imports_only_what_its_layer_may_see(path: Path) -> None:
 # Modules allowed past 400 lines, each with its reason; the test fails when one grows past its
 # bound or a new one crosses 400 without an entry here.
 LONG_MODULES: dict[str, tuple[int, str]] = {
-    "transfer/executor.py": (520, "one bounded parallel executor: copy, verify, rename and its fault paths read "
+    "transfer/executor.py": (545, "one bounded parallel executor: copy, verify, rename and its fault paths read "
                                   "best in one place; splitting the fault handling out would separate each "
                                   "write from the fsync and cleanup that belong to it (the read-slot rules "
                                   "are in transfer/streams.py; only the two pools' wiring is here)"),
-    "transfer/plan.py": (450, "the pure planning rules (the march of source against destination) with the "
+    "transfer/plan.py": (455, "the pure planning rules (the march of source against destination) with the "
                               "deletion bounds; candidates to split: the glob filter"),
-    "transfer/sources.py": (440, "HDFS (native and WebHDFS) and fsspec sources with their retry rules; WebHDFS data reads are already in transfer/webhdfs.py, to split: the listing from the open paths"),
+    "transfer/sources.py": (470, "HDFS (native and WebHDFS) and fsspec sources with their retry rules; WebHDFS data reads are already in transfer/webhdfs.py, to split: the listing from the open paths"),
     "steps/_sync.py": (540, "the sync step's argument checks (and their help), result and report; to split: the result type"),
     "k8s/apps.py": (480, "Deployments, Services, scale, events and their watches for the lifecycle steps; "
                          "to split: the rollout watch"),
@@ -87,10 +87,13 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
                               "to split: the sweeper loop from the step's argument handling"),
     "steps/_serve.py": (430, "the serve step: argument checks, rollout wait, smoke test, rollback and pruning; "
                               "to split: the TF Serving status client"),
-    "argo/templates.py": (450, "every WorkflowTemplate (per step, the TF and MPI pipelines, the CronWorkflow) built "
-                                "in one place from the step signatures; to split: the pipelines (with their "
-                                "outputs) from the per-step templates"),
-    "local/runner.py": (680, "the local backend's job state machine (Volcano's policies, gang start, restarts, "
+    "argo/templates.py": (450, "every WorkflowTemplate (per step, the TF and MPI pipelines) built in one place from "
+                                "the step signatures (the CronWorkflow is in argo/schedules.py); to split: the "
+                                "pipelines (with their outputs) from the per-step templates"),
+    "backends/local.py": (420, "the local backend's protocol side: submit/attach, sessions, and now the progress "
+                               "annotations and the post-mortem record over the runner's pods; to split: the "
+                               "post-mortem collection (into backends/postmortem.py)"),
+    "local/runner.py": (685, "the local backend's job state machine (Volcano's policies, gang start, restarts, "
                              "linger) in one place; to split: the pod records"),
 }
 

@@ -1,8 +1,8 @@
 """The Argo YAML the project ships under pipelines/argo/, generated from the step signatures:
 
-    python -m volcano_pipelines.argo.compile [REPO_ROOT]
+    python -m volcano_pipelines.argo.compile [--root DIR] [--runtime-image REF]
 
-writes them; tests/unit/argo checks the committed copies are fresh (VPIPE_UPDATE_GOLDEN=1
+writes them (`vpipe compile` writes them too, with the KFP files where kfp is installed); tests/unit/argo checks the committed copies are fresh (VPIPE_UPDATE_GOLDEN=1
 rewrites them)."""
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ def _document(obj: Any) -> str:
 def artifacts(runtime_image: str = RUNTIME_IMAGE) -> dict[str, str]:
     """Relative path -> YAML text, for every generated Argo file; every container runs in
     `runtime_image` (`vpipe compile --runtime-image`)."""
-    from volcano_pipelines.argo import templates
+    from volcano_pipelines.argo import schedules, templates
 
     out: dict[str, str] = {}
     for name, spec in templates.STEPS.items():
         out[f"{OUT_DIR}/{name}.yaml"] = _document(templates.step_workflow_template(spec, runtime_image))
     out[f"{OUT_DIR}/train-and-serve.yaml"] = _document(templates.train_and_serve(runtime_image))
     out[f"{OUT_DIR}/train-and-serve-mpi.yaml"] = _document(templates.train_and_serve(runtime_image, "mpi"))
-    out[f"{OUT_DIR}/nightly-retrain.yaml"] = _document(templates.nightly_retrain())
+    out[f"{OUT_DIR}/nightly-retrain.yaml"] = _document(schedules.nightly_retrain())
     # The WorkflowTemplates as one kustomize base (manifests/argo uses it). The CronWorkflow
     # is left out: its arguments are an example to edit before it runs every night.
     kustomization = {
@@ -65,13 +65,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m volcano_pipelines.argo.compile",
                                      description=f"Write the Argo templates under ROOT/{OUT_DIR} (all of the "
                                      "generated files, KFP's too, are written by `vpipe compile`).")
-    parser.add_argument("root", nargs="?", default=".", metavar="ROOT", help="repository root (default: .)")
+    # The same flags as `vpipe compile` (ROOT as a word still works, as it did).
+    parser.add_argument("root_word", nargs="?", default=None, metavar="ROOT", help=argparse.SUPPRESS)
+    parser.add_argument("--root", default=None, metavar="DIR", help="directory the files are written under (default: .)")
+    parser.add_argument("--runtime-image", default=RUNTIME_IMAGE, metavar="REF",
+                        help="the image every template runs in (default: %(default)s)")
     args = parser.parse_args(argv)
-    root = Path(args.root)
+    if args.root and args.root_word:
+        parser.error("give the directory once: ROOT or --root")
+    root = Path(args.root or args.root_word or ".")
     if not root.is_dir():
-        parser.error(f"ROOT {args.root!r} is not an existing directory")
+        parser.error(f"ROOT {str(root)!r} is not an existing directory")
     try:
-        for written_path in write(root):
+        from volcano_pipelines.generated import runtime_image
+
+        for written_path in write(root, runtime_image(args.runtime_image)):
             print(written_path)
     except VpipeError as err:
         print(f"{parser.prog}: error: {err}", file=sys.stderr)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from volcano_pipelines.argo.outputs import DERIVED
 from volcano_pipelines.steps.params import Param, choices, params
 from volcano_pipelines.steps.spelling import LOCAL_BACKEND_PARAMS, FlagSpec, flag_spec, long_flag
 
@@ -200,4 +201,4 @@ def output_names(step: Callable[..., Any]) -> list[str]:
         scalar = _is_scalar(hints[key]) if key in fields else isinstance(value, (str, int, float, bool))
         if scalar:
             out.append(_dashes(key))
-    return out
+    return out + [name for name, source, _ in DERIVED if source in fields]

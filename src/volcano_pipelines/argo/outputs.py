@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TERMINATION_MESSAGE_LIMIT", "output_files", "termination_message", "write_outputs"]
+__all__ = ["DERIVED", "TERMINATION_MESSAGE_LIMIT", "output_files", "termination_message", "write_outputs"]
 
 # Kubernetes keeps at most 4096 bytes of a container's termination message.
 TERMINATION_MESSAGE_LIMIT = 4096
@@ -29,13 +30,42 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _key(key: str) -> Callable[[Any], str]:
+    return lambda value: _text(value.get(key)) if isinstance(value, dict) else ""
+
+
+def _post_mortem(saved: Any) -> str:
+    if not isinstance(saved, dict):
+        return ""
+    return str(saved.get("summary") or saved.get("error") or "")
+
+
+# Outputs read out of a structured field of the result, so a workflow reads them without JSON:
+# (output name, the result field, how). The training's final figures carry the names of the
+# KFP Metrics (kfp/summary.py train_metrics); the post-mortem output is the record's short
+# Markdown summary (the failed pod, its exit code and last log lines, every other pod).
+DERIVED: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("final-step", "progress", _key("step")),
+    ("total-steps", "progress", _key("total")),
+    ("final-loss", "progress", _key("loss")),
+    ("examples-per-second", "progress", _key("examples_per_second")),
+    ("last-checkpoint-step", "last_checkpoint", _key("step")),
+    ("post-mortem", "post_mortem", _post_mortem),
+)
+
+
 def output_files(result: dict[str, Any]) -> dict[str, str]:
-    """File name (the field, with dashes) -> content, for every scalar field."""
-    return {
+    """File name (the field, with dashes) -> content, for every scalar field, and the outputs
+    DERIVED from the result's structured fields."""
+    files = {
         key.replace("_", "-"): _text(value)
         for key, value in result.items()
         if value is None or isinstance(value, (str, int, float, bool))
     }
+    for name, source, show in DERIVED:
+        if source in result:
+            files[name] = show(result[source])
+    return files
 
 
 def termination_message(result: Any) -> str:

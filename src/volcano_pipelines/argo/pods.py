@@ -7,6 +7,7 @@ from __future__ import annotations
 from hera.workflows import RetryStrategy
 from hera.workflows.models import (
     Backoff,
+    Metadata,
     Capabilities,
     EnvVar,
     EnvVarSource,
@@ -21,9 +22,11 @@ from hera.workflows.models import (
     TTLStrategy,
 )
 
+from volcano_pipelines.kube.pods import mesh_opt_out
 from volcano_pipelines.labels import POD_NAME_ENV
 
-__all__ = ["CONTAINER_SECURITY", "POD_GC", "POD_NAME", "POD_SECURITY", "RETRY", "RUN_COMMAND", "TTL", "resources"]
+__all__ = ["CONTAINER_SECURITY", "POD_GC", "POD_METADATA", "POD_NAME", "POD_SECURITY", "RETRY", "RUN_COMMAND", "TTL",
+           "resources"]
 
 # Retried: a lost pod (an Error node: the pod was deleted, evicted or lost with its node;
 # Argo gives such a node no exit code, or -1) and exit code 3 (a cluster / remote-system
@@ -41,11 +44,21 @@ RUN_COMMAND = ["python3", "-m", "volcano_pipelines.argo.run"]
 # privilege escalation, no capabilities, the runtime's default seccomp profile. The pod-level
 # part covers Argo's own init and wait containers too (their container-level settings come
 # from the controller's `executor.securityContext`, docs/argo.md).
+# fsGroup: a fresh volume is often root-owned (mode 755); the kubelet gives volumes that support
+# ownership management (most block and local volumes; not NFS-like ones, docs/argo.md) the
+# group and group write, so the sync step can create its dataset directory on the first run.
+# OnRootMismatch: only when the volume's root does not already have it (a recursive change of a
+# large dataset on every pod start would take minutes).
 RUNTIME_UID = 1000
 POD_SECURITY = PodSecurityContext(run_as_non_root=True, run_as_user=RUNTIME_UID, run_as_group=RUNTIME_UID,
+                                  fs_group=RUNTIME_UID, fs_group_change_policy="OnRootMismatch",
                                   seccomp_profile=SeccompProfile(type="RuntimeDefault"))
 CONTAINER_SECURITY = SecurityContext(allow_privilege_escalation=False, capabilities=Capabilities(drop=["ALL"]),
                                      run_as_non_root=True, seccomp_profile=SeccompProfile(type="RuntimeDefault"))
+# Every step pod stays out of a service mesh (a multi-user KFP profile namespace is labelled
+# istio-injection=enabled): a sidecar would keep the pod running after the step and Argo's wait
+# container; KFP opts its own pods out the same way.
+POD_METADATA = Metadata(labels=mesh_opt_out(False), annotations=mesh_opt_out(False))
 # The step's own pod name: a SIGTERM while it is being deleted means a lost pod (on_pod_deleted).
 POD_NAME = EnvVar(name=POD_NAME_ENV, value_from=EnvVarSource(field_ref=ObjectFieldSelector(field_path="metadata.name")))
 # Workflow pods are deleted when the workflow succeeds (a failed one keeps them for its logs);

@@ -12,7 +12,6 @@ from typing import Any
 
 from hera.workflows import (
     Container,
-    CronWorkflow,
     Parameter,
     Resource,
     Step,
@@ -28,7 +27,6 @@ from hera.workflows.models import (
     TemplateRef,
     Volume,
     VolumeMount,
-    WorkflowTemplateRef,
 )
 from hera.workflows.models import (
     Parameter as ParameterModel,
@@ -42,6 +40,7 @@ from hera.workflows.models import (
 
 from volcano_pipelines.argo.pods import (
     CONTAINER_SECURITY,
+    POD_METADATA,
     POD_GC,
     POD_NAME,
     POD_SECURITY,
@@ -59,6 +58,7 @@ from volcano_pipelines.argo.inputs import (
 )
 from volcano_pipelines.images import RUNTIME_IMAGE
 from volcano_pipelines.labels import RUN_LABEL
+from volcano_pipelines.steps.pipelines import DEADLINE_SECONDS, PIPELINES as SHAPES, shared_defaults
 from volcano_pipelines.steps.registry import ARGO, steps_for
 
 __all__ = [
@@ -66,8 +66,8 @@ __all__ = [
     "RUNTIME_IMAGE",
     "SERVICE_ACCOUNT",
     "STEPS",
-    "nightly_retrain",
     "step_template",
+    "nightly_retrain",
     "train_and_serve",
 ]
 
@@ -79,12 +79,15 @@ DATA_MOUNT = "/data"  # where the sync step mounts the data PVC; its dst lies un
 # calls with retries) to report; Argo's own deadline comes this much later, so Argo never
 # kills the step before it has cleaned up.
 DEADLINE_MARGIN_SECONDS = 120
-# What manifests/ creates: the defaults of the pipeline's wiring.
-PIPELINE_DEFAULTS = {"data-pvc": "vpipe-data", "log-pvc": "vpipe-logs", "queue": "vpipe"}
+# The pipelines' defaults for the train step's parameters (steps/pipelines.py, shared with KFP):
+# what manifests/ creates (queue, data and log PVCs) and the training timeout.
+PIPELINE_DEFAULTS = {name.replace("_", "-"): str(value) for name, value in shared_defaults("train").items()}
 # The train steps run their job in the workflow's namespace (its ServiceAccount's Role is
 # namespaced) and make the Workflow its owner: deleting the Workflow deletes the job.
 WORKFLOW_OWNER = "argoproj.io/v1alpha1/Workflow/{{workflow.name}}/{{workflow.uid}}"
 TRAIN_FIXED = {"namespace": "{{workflow.namespace}}", "owner": WORKFLOW_OWNER, "on_pod_deleted": "keep"}
+# A WorkflowTemplate of the pipelines: each one's own deadline (steps/pipelines.py).
+PIPELINE_DEADLINE_SECONDS = DEADLINE_SECONDS
 
 # The exit handler's report: the workflow's end, its failed nodes, and the job's last state.
 REPORT_SCRIPT = r"""set -u
@@ -212,6 +215,7 @@ def step_workflow_template(spec: StepSpec, runtime_image: str = RUNTIME_IMAGE) -
         name=f"vpipe-{spec.template}",
         labels=PART_OF,
         entrypoint=spec.template,
+        pod_metadata=POD_METADATA,
         service_account_name=SERVICE_ACCOUNT,
         pod_gc=POD_GC,
         ttl_strategy=TTL,
@@ -269,7 +273,7 @@ LIFECYCLE: tuple[tuple[str, str, dict[str, str], frozenset[str]], ...] = (
      frozenset({"selector", "all-namespaces", "group-label", "delete-deployment", "delete-namespace", "once"})),
     ("tensorboard", "tensorboard-",
      {"name": "{{workflow.parameters.name}}-tensorboard", "log-pvc": "{{workflow.parameters.log-pvc}}",
-      "namespace": "{{workflow.namespace}}", "job": TRAIN_JOB}, frozenset()),
+      "namespace": "{{workflow.namespace}}", "job": TRAIN_JOB, "owner": WORKFLOW_OWNER}, frozenset()),
     ("serve", "serving-",
      {"name": "{{workflow.parameters.name}}-serving", "model-name": "{{workflow.parameters.name}}",
       "pvc": "{{workflow.parameters.log-pvc}}", "namespace": "{{workflow.namespace}}"},
@@ -297,7 +301,9 @@ PIPELINE_OUTPUTS: dict[str, tuple[tuple[str, ...], ValueFromModel]] = {
 # Defaults of lifecycle parameters whose template has none (reap needs a timeout for Argo's deadline).
 # TensorBoard's Service: ClusterIP (NodePort would publish the logs, unauthenticated, on every
 # node's address); reach it with `kubectl port-forward` or an Ingress (tensorboard-ingress-path).
-LIFECYCLE_DEFAULTS = {"reap-timeout": "600", "tensorboard-service-type": "ClusterIP"}
+_PREFIX = {"reap": "reap-", "tensorboard": "tensorboard-", "serve": "serving-"}
+LIFECYCLE_DEFAULTS = {f"{_PREFIX[step]}{name.replace('_', '-')}": str(value)
+                      for step in _PREFIX for name, value in shared_defaults(step).items()}
 SERVE_SWITCH = Input("serve-model", "", "true", "serve the exported model with TF Serving after training "
                      "(false: skip the serve step)", ("true", "false"))
 
@@ -334,12 +340,9 @@ class Pipeline:
     after: tuple[str, ...]  # the lifecycle steps after training, in LIFECYCLE's order
 
 
-# The pipelines, as KFP has them (kfp/pipelines.py): MPI jobs have no parameter servers to reap
-# and export no SavedModel to serve.
-PIPELINES = {
-    "tf": Pipeline("vpipe-train-and-serve", "train-tf", ("reap", "tensorboard", "serve")),
-    "mpi": Pipeline("vpipe-train-and-serve-mpi", "train-mpi", ("tensorboard",)),
-}
+# The pipelines, described once for both front ends (steps/pipelines.py).
+PIPELINES = {kind: Pipeline(f"vpipe-{shape.name}", shape.train.replace("_", "-"), shape.after)
+             for kind, shape in SHAPES.items()}
 
 
 def train_and_serve(runtime_image: str = RUNTIME_IMAGE, kind: str = "tf") -> WorkflowTemplate:
@@ -396,6 +399,9 @@ def train_and_serve(runtime_image: str = RUNTIME_IMAGE, kind: str = "tf") -> Wor
         labels=PART_OF,
         entrypoint="main",
         on_exit="exit-handler",
+        # Past it the run fails and the exit handler still runs (a deadline is not a terminate).
+        active_deadline_seconds=PIPELINE_DEADLINE_SECONDS,
+        pod_metadata=POD_METADATA,
         service_account_name=SERVICE_ACCOUNT,
         pod_gc=POD_GC,
         ttl_strategy=TTL,
@@ -412,30 +418,8 @@ def _parameter_value(item: Input) -> Parameter:
     return Parameter(name=item.name, description=item.description or None, **extra)
 
 
-# --- nightly retraining ------------------------------------------------------------------------
+def nightly_retrain() -> Any:
+    """The nightly CronWorkflow, now built in argo/schedules.py (kept here for callers of this name)."""
+    from volcano_pipelines.argo.schedules import nightly_retrain as build
 
-NIGHTLY_ARGUMENTS = {
-    # An example: edit (or patch with kustomize) before applying.
-    "name": "mnist",
-    "sync-src": "hdfs://namenode:8020/datasets/mnist",
-    "code-url": "http://files.example/mnist/",
-    "workers": "2",
-    "timeout": "21600",
-}
-
-
-def nightly_retrain() -> CronWorkflow:
-    """train-and-serve every night at 02:00 UTC; never two at once; a run missed by more than
-    an hour (controller down) is skipped, not started late into the working day."""
-    return CronWorkflow(
-        name="vpipe-nightly-retrain",
-        labels=PART_OF,
-        schedules=["0 2 * * *"],
-        timezone="Etc/UTC",
-        concurrency_policy="Forbid",
-        starting_deadline_seconds=3600,
-        successful_jobs_history_limit=3,
-        failed_jobs_history_limit=3,
-        workflow_template_ref=WorkflowTemplateRef(name="vpipe-train-and-serve"),
-        arguments=[Parameter(name=k, value=v) for k, v in NIGHTLY_ARGUMENTS.items()],
-    )
+    return build()

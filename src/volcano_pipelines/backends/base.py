@@ -16,6 +16,9 @@ Pod = dict[str, Any]
 # What stopping a step does to its job: delete it, abort it (kept as Aborted), or keep it running.
 OnCancel = Literal["delete", "abort", "keep"]
 ON_CANCEL_CHOICES: tuple[str, ...] = get_args(OnCancel)
+# Where a step saves its post-mortem records when set (backends/postmortem.py); a pipeline
+# points it at an output (kfp/runtime.py: the component's post_mortem artifact).
+POST_MORTEM_DIR_ENV = "VPIPE_POST_MORTEM_DIR"
 
 
 @dataclass(frozen=True)

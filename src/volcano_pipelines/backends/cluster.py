@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from typing import Any
 
+from volcano_pipelines.backends import postmortem
 from volcano_pipelines.backends.base import Job, Pod, Scheduling
 from volcano_pipelines.k8s import pods as k8s_pods
 from volcano_pipelines.k8s import volcano as k8s_volcano
 from volcano_pipelines.k8s.client import Cluster
-from volcano_pipelines.k8s.errors import Forbidden
+from volcano_pipelines.k8s.errors import Forbidden, NotFound
 from volcano_pipelines.labels import POD_NAME_ENV
 from volcano_pipelines.volcano.status import (
+    ended_before_start,
     podgroup_name,
     podgroup_phase,
     scheduling_problem,
@@ -109,8 +112,56 @@ class ClusterSession:
     def missing(self) -> list[str]:
         return self._missing.notes()
 
+    def progress_log(self, pod: str, lines: int) -> str | None:
+        """The tail of the reporting pod's current log (steps/_follow.py): one read, never the
+        copy kept of a failed pod."""
+        return k8s_pods.pod_log_tail(self.cluster, self.namespace, pod, lines, self._missing)
+
+    def annotate(self, annotations: dict[str, str]) -> None:
+        """Publish the training's progress on the job (steps/_follow.py)."""
+        try:
+            k8s_volcano.patch_job_annotations(self.cluster, self.namespace, self.name, annotations)
+        except Forbidden:
+            self._missing.denied("patch", "jobs.batch.volcano.sh", "the job's progress annotations")
+
     def linger_seconds(self) -> float | None:
         # Volcano deletes the parameter servers on CompleteJob; the pods' own timestamps do not
         # record when. The wait reads it from the job's Completing -> Completed transition
         # (steps/_waiting.completing_seconds); the reap step measures what it reaps itself.
         return None
+
+    # --- what happened (issues 29, 30; 28 item 9): used by steps/_restarts.py where present
+
+    def post_mortem(self, restarts: list[dict[str, Any]]) -> dict[str, Any]:
+        """Save the job's post-mortem record (backends/postmortem.py), with the pods the watch
+        saw that are gone by now."""
+        return postmortem.save_post_mortem(self.cluster, self.namespace, self.name, seen_pods=self._watcher.seen_pods(),
+                                           deleted=self._watcher.deleted_uids(), restarts=restarts,
+                                           missing=self._missing)
+
+    def why_no_pods(self) -> str:
+        """Why Volcano ended the job before any pod ran: its queue, its state message, the
+        controller's newest warning event about the job or its PodGroup."""
+        queue = (self.job.get("spec") or {}).get("queue") or "default"
+        events = k8s_pods.job_events(self.cluster, self.namespace, self.name, self._missing)
+        if (self.job.get("metadata") or {}).get("uid"):
+            events += k8s_pods.job_events(self.cluster, self.namespace, podgroup_name(self.job), self._missing)
+        return ended_before_start(self.job, events, queue_problem(self.cluster, queue))
+
+
+def queue_problem(cluster: Cluster, queue: str) -> str | None:
+    """What is wrong with `queue` (missing, not Open), or that it cannot be read; None when it
+    is fine. One read."""
+    try:
+        found = cluster.call(f"read queue {queue}", lambda: cluster.custom.get_cluster_custom_object(
+            k8s_volcano.SCHEDULING_GROUP, k8s_volcano.SCHEDULING_VERSION, "queues", queue))
+    except NotFound:
+        return f"queue {queue} does not exist"
+    except Forbidden:
+        return (f"queue {queue} could not be read ({k8s_volcano.QUEUE_GRANT}); it may not exist")
+    except Exception as err:  # noqa: BLE001 - only decorates the message
+        return f"queue {queue} could not be read: {err}"
+    state = (found.get("status") or {}).get("state")
+    if state and state != "Open":
+        return f"queue {queue} is {state}"
+    return None

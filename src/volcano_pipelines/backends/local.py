@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import errno
 import fcntl
+import logging
 import os
 import sys
 import threading
@@ -25,9 +26,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from volcano_pipelines.backends.base import Job, Pod, Scheduling
-from volcano_pipelines.errors import InputError
+from volcano_pipelines.errors import ClusterError, InputError
+from volcano_pipelines.local.plan import coordinator_note
 from volcano_pipelines.local.runner import JobRunner, Paths, validate
 from volcano_pipelines.labels import RUN_LABEL, STEP_LABEL
+
+log = logging.getLogger(__name__)
 
 # What an image's environment would hold, taken from ours; the rest is the pod's own.
 PASSED_ENV = ("HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME", "TMPDIR")
@@ -62,6 +66,9 @@ class LocalBackend:
         goes to `output` (None: only to the files under <log_dir>/pods/); `grace_seconds`
         between SIGTERM and SIGKILL when a pod is stopped; `env` adds to (or replaces) the
         environment every pod starts from (PATH: this interpreter's directory first)."""
+        for field, given in (("local_dir", workdir), ("local_data_dir", data_dir), ("local_log_dir", log_dir)):
+            if given is not None and not str(given).strip():  # Path("") is "." : not what was meant
+                raise InputError(field, str(given), "a directory path (not empty)")
         self.workdir = Path(workdir).absolute()
         self.data_dir = Path(data_dir).absolute() if data_dir is not None else self.workdir / "data"
         self.log_dir = Path(log_dir).absolute() if log_dir is not None else self.workdir / "logs"
@@ -69,6 +76,10 @@ class LocalBackend:
         for field, directory in (("local_dir", self.workdir), ("local_data_dir", self.data_dir),
                                  ("local_log_dir", self.log_dir)):
             check_directory(field, directory)
+        if data_dir is not None and not self.data_dir.is_dir():
+            # The data volume holds what the job reads: a missing one is a typo, not a place to create.
+            raise InputError("local_data_dir", str(data_dir), "an existing directory: the data the job reads "
+                             "(it stands in for the data volume; sync the data there first)")
         self._output = output
         self._output_lock = threading.Lock()
         self._grace_seconds = grace_seconds
@@ -77,6 +88,8 @@ class LocalBackend:
         self._base_env["PATH"] = default_path()
         self._base_env.update(env or {})
         self._jobs: dict[tuple[str, str], JobRunner] = {}
+        # What a waiting step wrote on each job (its progress annotations), shown by `get`.
+        self._annotations: dict[tuple[str, str], dict[str, str]] = {}
         self._name_locks: dict[tuple[str, str], int] = {}  # open lock files, held while a job runs
         self._lock = threading.Lock()
         created: list[Path] = []
@@ -116,6 +129,9 @@ class LocalBackend:
                     + "; choose another name, delete it, or pass the same run id to attach to it",
                 )
             validate(manifest)
+            note = coordinator_note(manifest)
+            if note:
+                log.warning("%s", note)
             self._take_name(namespace, name)
             try:
                 runner = JobRunner(manifest, self._paths(namespace, name), write_line=self._write_line,
@@ -126,12 +142,27 @@ class LocalBackend:
                 os.close(fd)
                 raise
             self._jobs[(namespace, name)] = runner
-        runner.start()
+        try:
+            runner.start()
+        except OSError as err:  # a full or read-only disk before anything ran: one sentence
+            with self._lock:
+                self._jobs.pop((namespace, name), None)
+            self._release_name(namespace, name)
+            raise ClusterError(f"the local backend cannot write the job's files under {self.workdir}: "
+                               f"{err.strerror or err}") from None
         return runner.snapshot(), True
 
     def get(self, namespace: str, name: str) -> Job | None:
         runner = self._runner(namespace, name)
-        return runner.snapshot() if runner is not None else None
+        if runner is None:
+            return None
+        job = runner.snapshot()
+        with self._lock:
+            annotations = dict(self._annotations.get((namespace, name)) or {})
+        if annotations:
+            meta = job.setdefault("metadata", {})
+            meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+        return job
 
     @contextmanager
     def session(self, job: Job, log_lines: int) -> Iterator[LocalSession]:
@@ -288,6 +319,31 @@ class LocalSession:
     def missing(self) -> list[str]:
         # Every source of information is this process's own: nothing can be refused.
         return []
+
+    def annotate(self, annotations: dict[str, str]) -> None:
+        """The job's progress annotations (steps/_follow.py), kept with the backend."""
+        key = (self._runner.namespace, self._runner.name)
+        with self._backend._lock:
+            self._backend._annotations.setdefault(key, {}).update(annotations)
+    def post_mortem(self, restarts: list[dict[str, Any]]) -> dict[str, Any]:
+        """The same record as on a cluster, from this backend's own pods (every attempt) and
+        log files, saved under <log_dir>/post-mortem/."""
+        from volcano_pipelines.backends.postmortem import now_rfc3339, write_record
+        from volcano_pipelines.volcano.postmortem import Limits, build_record
+
+        runner = self._runner
+        limits = Limits()
+        with runner.condition:  # the runner's own records, read under its lock
+            history = list(runner.history)
+            pods = [runner._pod_dict(r) for r in history]
+        stopped = {r.uid for r in history if r.stopped_by is not None}
+        logs: dict[str, dict[str, str | None]] = {}
+        for r, pod in zip(history, pods, strict=True):
+            # Keyed by uid: the attempts of a restarted job share pod names.
+            logs[r.uid] = {pod["spec"]["containers"][0]["name"]: tail(r.log_path, limits.log_lines)}
+        record = build_record(runner.snapshot(), pods, [], logs, collected_at=now_rfc3339(), deleted=stopped,
+                              restarts=restarts, limits=limits)
+        return write_record(record, self._backend.log_dir / "post-mortem")
 
 
 def make_dirs(path: Path) -> list[Path]:

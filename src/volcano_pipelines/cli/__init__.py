@@ -96,8 +96,9 @@ def _missing_extra(command: str | None, err: ModuleNotFoundError) -> int:
     extra = EXTRAS.get(top)
     if extra is None:
         raise err
-    print(f"vpipe: error: `vpipe {command or ''}` needs {top!r}, which is not installed: "
-          f"pip install 'volcano-pipelines[{extra}]'", file=sys.stderr)
+    # The extra is what the user installs; the module is only how we noticed (e.g. kfp's protobuf).
+    print(f"vpipe: error: `vpipe {command or ''}` needs the {extra} extra, which is not installed (no module "
+          f"{err.name!r}): pip install 'volcano-pipelines[{extra}]'", file=sys.stderr)
     return EXIT_BAD_INPUT
 
 

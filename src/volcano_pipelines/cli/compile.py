@@ -43,10 +43,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 _EXTRA = {"volcano_pipelines.kfp.compile": "kfp", "volcano_pipelines.argo.compile": "hera"}
 
 
-def _rendered(module: str, runtime_image: str) -> dict[str, str] | None:
+# What each front end writes, for the note when its extra is missing.
+_WHAT = {"volcano_pipelines.kfp.compile": "the KFP components and pipelines",
+         "volcano_pipelines.argo.compile": "the Argo templates"}
+
+
+def _rendered(module: str, runtime_image: str, skipped: list[str]) -> dict[str, str] | None:
     """The front end's artifacts; None when this front end is not part of the install, or
-    (with a note) for Argo when Hera is not installed, as the help says. KFP is the main front
-    end: without it there is nothing to compile, and the error names the extra to install."""
+    when its extra is not installed (added to `skipped`, with a note): `[kfp]` alone writes the
+    KFP files, `[hera]` alone the Argo templates, as the README says."""
     try:
         return importlib.import_module(module).artifacts(runtime_image=runtime_image)  # type: ignore[no-any-return]
     except ModuleNotFoundError as err:
@@ -54,12 +59,10 @@ def _rendered(module: str, runtime_image: str) -> dict[str, str] | None:
         if err.name in {".".join(parts[:i]) for i in range(2, len(parts) + 1)}:
             return None  # this front end is not part of this install
         extra = _EXTRA.get(module, "kfp,hera")
-        if extra == "hera":
-            print(f"note: the Argo templates are not compiled: Hera ({err.name!r}) is not installed "
-                  "(pip install 'volcano-pipelines[hera]')", file=sys.stderr)
-            return None
-        raise MissingExtra(f"{module} needs {err.name!r}, which is not installed: pip install "
-                           f"'volcano-pipelines[{extra}]' (and [hera] for the Argo templates)") from None
+        skipped.append(f"{extra}:{err.name}")
+        print(f"note: {_WHAT.get(module, module)} are not compiled: {err.name!r} is not installed "
+              f"(pip install 'volcano-pipelines[{extra}]')", file=sys.stderr)
+        return None
 
 
 class MissingExtra(VpipeError):
@@ -72,8 +75,9 @@ def all_artifacts(runtime_image: str = RUNTIME_IMAGE) -> dict[str, str]:
     """Every front end's artifacts, all naming `runtime_image` (checked here: bad input, exit 2)."""
     runtime_image = generated.runtime_image(runtime_image)
     out: dict[str, str] = {}
+    skipped: list[str] = []
     for module in FRONT_ENDS:
-        rendered = _rendered(module, runtime_image)
+        rendered = _rendered(module, runtime_image, skipped)
         if rendered is None:
             continue
         for path, text in rendered.items():
@@ -81,6 +85,11 @@ def all_artifacts(runtime_image: str = RUNTIME_IMAGE) -> dict[str, str]:
             if relative.is_absolute() or ".." in relative.parts or path in out:
                 raise WorkFailed(f"{module}.artifacts() returned the path {path!r}: a new relative path is expected")
             out[path] = text
+    if not out and skipped:  # nothing at all to compile: the install lacks every front end
+        extras = " or ".join(f"'volcano-pipelines[{e}]'" for e in dict.fromkeys(i.split(":")[0] for i in skipped))
+        missing = ", ".join(repr(item.split(":", 1)[1]) for item in skipped)
+        raise MissingExtra(f"`vpipe compile` needs the kfp extra (KFP files) or the hera extra (Argo templates); "
+                           f"{missing} not installed: pip install {extras}")
     return out
 
 

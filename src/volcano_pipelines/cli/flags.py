@@ -5,6 +5,7 @@ step's signature and docstring (steps/params.py), each flag's spelling from step
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -12,7 +13,28 @@ from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.params import Param, choices, item_hint, params, scalar_type
 from volcano_pipelines.steps.spelling import WORKER_ALIASES, FlagSpec, flag_spec
 
-__all__ = ["FlagSpec", "add_step_flags", "flag_for", "scalar_flag_type", "step_kwargs"]
+__all__ = ["FlagSpec", "add_step_flags", "flag_for", "scalar_flag_type", "step_kwargs", "typed_flag"]
+
+# Where the parsed arguments record which spelling of a flag with an alias was typed.
+_TYPED = "_typed_flags"
+
+
+class _StoreTyped(argparse.Action):
+    """Store the value and which of the flag's spellings was typed (`--cpu-per-worker` for
+    `--worker-cpu`): an error about the value names the flag the user wrote."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        typed = dict(getattr(namespace, _TYPED, None) or {})
+        typed[self.option_strings[0]] = option_string or self.option_strings[0]
+        setattr(namespace, _TYPED, typed)
+
+
+def typed_flag(args: argparse.Namespace, flag: str) -> str:
+    """`flag` as the user spelled it: its alias when the alias was typed."""
+    typed: dict[str, str] = getattr(args, _TYPED, None) or {}
+    return typed.get(flag, flag)
 
 
 def scalar_flag_type(hint: Any) -> Callable[[str], Any]:
@@ -39,7 +61,7 @@ def add_step_flags(parser: argparse.ArgumentParser, step: Callable[..., Any], ta
         spec = flag_spec(param)
         shown = not param.required and param.default is not None and not isinstance(param.default, bool) and param.default != ""
         default_text = f" (default {param.default})" if shown else ""
-        text = param.help + default_text
+        text = in_flags(step, param.help, tasks) + default_text
         dest = param.name
         if spec.kind == "positional":
             continue  # after `--`: see cli.__init__
@@ -50,10 +72,11 @@ def add_step_flags(parser: argparse.ArgumentParser, step: Callable[..., Any], ta
         elif spec.kind == "bool":
             group(spec.group).add_argument(*spec.flags, dest=dest, action="store_true", help=text)
         elif spec.kind == "negated":
-            group(spec.group).add_argument(*spec.flags, dest=dest, action="store_false", help=f"turn off: {param.help}")
+            group(spec.group).add_argument(*spec.flags, dest=dest, action="store_false",
+                                           help=in_flags(step, negated_help(param.help), tasks))
         elif spec.kind in ("list", "pairs", "task_pairs", "task_list"):
             group(spec.group).add_argument(*spec.flags, dest=dest, action="append", default=None, metavar=spec.metavar,
-                                           help=text + " (repeatable)")
+                                           help=cli_help(text) + " (repeatable)")
         elif spec.kind == "task_value":
             value_type = scalar_flag_type(item_hint(param.hint))
             for task in tasks:
@@ -61,7 +84,42 @@ def add_step_flags(parser: argparse.ArgumentParser, step: Callable[..., Any], ta
                 if task in ("worker", "mpiworker") and param.name in WORKER_ALIASES:
                     flags.append(WORKER_ALIASES[param.name])
                 group(f"{task}").add_argument(*flags, dest=f"{param.name}:{task}", type=value_type, metavar=spec.metavar,
-                                              help=f"{param.help} ({task})")
+                                              action=_StoreTyped, help=f"{cli_help(param.help)} ({task})")
+
+
+# The Python API's examples of per-task settings ({"worker": "4"}) and its "" key: on the command
+# line the task is in the flag (--worker-cpu 4) or a TASK: prefix (--env worker:B=2).
+_DICT_EXAMPLE = re.compile(r",? e\.g\. \{.*\}")
+_EVERY_TASK_KEY = re.compile(r" \(''? for every task\)")
+
+
+def cli_help(text: str) -> str:
+    """A per-task parameter's help as the command line reads: no dict examples."""
+    return _EVERY_TASK_KEY.sub("", _DICT_EXAMPLE.sub("", text))
+
+
+def negated_help(text: str) -> str:
+    """The help of a `--no-X` switch: what it does ("wait ... (false: submit and return)" ->
+    "submit and return, do not wait ..."), not "turn off: <what the default does>"."""
+    cut = text.find("false: ")
+    if cut < 0:
+        return f"turn off: {text}"
+    on, off = text[:cut].rstrip(), text[cut + len("false: "):].strip()
+    if on.endswith("(") and off.endswith(")"):  # "... (false: X)": the parenthesis was the note's
+        off = off[:-1]
+    return f"{off} (default: {on.rstrip(' ;(')})"
+
+
+_ARGUMENT_NAME = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?:\[[a-z]+\])?")
+# A one-word argument name is marked by the step with backquotes (`ttl`): "job" alone is a word.
+_QUOTED_NAME = re.compile(r"`([a-z][a-z0-9_]*)`")
+
+
+def in_flags(step: Callable[..., Any], text: str, tasks: Sequence[str]) -> str:
+    """An error's text with the step's argument names (`delete_deployment`, `code_url`,
+    `cpu[worker]`, a quoted `ttl`) written as the flags a user types; plain words are left alone."""
+    text = _QUOTED_NAME.sub(lambda m: flag_for(step, m.group(1), tasks) or m.group(0), text)
+    return _ARGUMENT_NAME.sub(lambda m: flag_for(step, m.group(0), tasks) or m.group(0), text)
 
 
 def flag_for(step: Callable[..., Any], field: str, tasks: Sequence[str]) -> str | None:

@@ -85,12 +85,14 @@ def _call(args: argparse.Namespace, step: Callable[..., Any], kwargs: dict[str, 
             flag = f"--{err.field}"
         if flag is None:
             raise
-        raise InputError(flag, err.value, err.allowed) from None
+        raise InputError(flag, err.value, flags.in_flags(step, err.allowed, ())) from None
     finally:
         progress.close()
 
 
 def _reap(args: argparse.Namespace) -> int:
+    if args.job is None and args.selector is None:  # `invalid JOB=None` said nothing to a user
+        args.parser.error("a JOB or --selector SELECTOR is needed")
     kwargs = _kwargs(args, steps.reap, skip=("job",))
     result: steps.ReapResult = _call(args, steps.reap, {"job": args.job, **kwargs}, {"job": "JOB"})
     if args.json:

@@ -8,6 +8,7 @@ import time
 from typing import Any, TextIO
 
 from volcano_pipelines.progress import LineProgress, Progress, configure_logging
+from volcano_pipelines.volcano.report_lines import TrainingProgress, training_figures
 from volcano_pipelines.volcano.status import JobStatus
 
 __all__ = ["RichProgress", "configure_logging", "make_progress"]
@@ -34,6 +35,9 @@ class RichProgress(Progress):
         self.bar: Any = None
         self.task_id: Any = None
         self.running = False
+        self.table: Any = None  # the job's task table
+        self.training_bar: Any = None  # the training's progress bar, under the table
+        self.training_id: Any = None
 
     def _start(self) -> None:
         if not self.running:
@@ -55,7 +59,28 @@ class RichProgress(Progress):
             table.add_row(task, str(c.running), str(c.succeeded), str(c.failed), str(c.pending))
         with self.lock:
             self._start()
-            self.live.update(table, refresh=True)
+            self.table = table
+            self._redraw()
+
+    def _redraw(self) -> None:
+        from rich.console import Group
+
+        parts = [part for part in (self.table, self.training_bar) if part is not None]
+        self.live.update(Group(*parts), refresh=True)
+
+    def training(self, name: str, state: TrainingProgress) -> None:
+        from rich.progress import BarColumn, Progress as Bar, TaskProgressColumn, TextColumn
+
+        with self.lock:
+            if self.training_bar is None:
+                self.training_bar = Bar(TextColumn("training"), BarColumn(), TaskProgressColumn(),
+                                        TextColumn("{task.fields[figures]}"), console=self.console,
+                                        auto_refresh=False)
+                self.training_id = self.training_bar.add_task("training", total=state.total or None, figures="")
+            self.training_bar.update(self.training_id, completed=state.step or 0, total=state.total or None,
+                                     figures=", ".join(training_figures(state, short=True)))
+            self._start()
+            self._redraw()
 
     def files(self, files_done: int, files_total: int, bytes_done: int, bytes_total: int) -> None:
         from rich.progress import BarColumn, DownloadColumn, Progress as Bar, TextColumn, TransferSpeedColumn

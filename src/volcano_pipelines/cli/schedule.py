@@ -66,6 +66,17 @@ def _read(flag: str, path: str, limit: int = MAX_PIPELINE_BYTES) -> str:
         raise InputError(flag, path, "a UTF-8 text file (this one holds binary data)") from None
 
 
+def _check_ca_file(path: str) -> None:
+    """The file must hold PEM certificates: another file (a key, /etc/passwd) would otherwise
+    fail every TLS handshake and read as "cannot reach" the server (exit 3)."""
+    import ssl
+
+    try:
+        ssl.create_default_context(cafile=path)
+    except (ssl.SSLError, ValueError) as err:
+        raise InputError("--ca-file", path, f"a PEM file of CA certificates ({getattr(err, 'reason', None) or err})") from None
+
+
 def _params(raw: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in raw:
@@ -94,12 +105,13 @@ def _kfp(args: argparse.Namespace) -> int:
     except InputError as err:
         flag = err.field if err.field.startswith("-") else f"--{err.field}"
         raise InputError(flag, err.value, err.allowed) from None
+    if args.ca_file:  # checked in a dry run too: it is input like the rest
+        _read("--ca-file", args.ca_file, 1024 * 1024)
+        _check_ca_file(args.ca_file)
     if args.dry_run:
         print(json.dumps(request, indent=1, sort_keys=True))
         return EXIT_OK
     token = _read("--token-file", args.token_file, 64 * 1024).strip() if args.token_file else None
-    if args.ca_file:
-        _read("--ca-file", args.ca_file, 1024 * 1024)
     created = schedule.create(request, host=host, experiment=args.experiment, namespace=args.namespace, token=token,
                               ca_file=args.ca_file, timeout=args.request_timeout)
     print(f"recurring run {created} ({request['display_name']}): cron "

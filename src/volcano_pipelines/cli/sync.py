@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
 from volcano_pipelines.errors import EXIT_OK, InputError, VpipeError
@@ -184,11 +188,55 @@ class _Printer(TransferProgress):
             self._write_log(self._status())
 
 
-def _sync(args: argparse.Namespace) -> int:
-    from volcano_pipelines.steps import DeletionRefused, SyncFailed, SyncInterrupted, sync
+# Signals that end a sync the way Ctrl-C does: SIGTERM (a cancelled pipeline step, `kill`) and
+# SIGHUP (a closed terminal). Their default action kills the process on the spot: no report,
+# and the temporary file of the copy in flight left behind.
+STOP_LIKE_CTRL_C = (signal.SIGTERM, signal.SIGHUP)
 
+
+@contextlib.contextmanager
+def _stops_like_ctrl_c(printer: _Printer) -> Iterator[list[int]]:
+    """SIGTERM and SIGHUP call whatever handles SIGINT at that moment (the copy's "stop after the
+    files in flight", or KeyboardInterrupt while planning); yields the signals received. Main
+    thread only; a signal someone chose to ignore (nohup) stays ignored."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        printer.stopping(f"{signal.Signals(signum).name} received")
+        on_int = signal.getsignal(signal.SIGINT)
+        if callable(on_int):
+            on_int(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    previous = {sig: signal.getsignal(sig) for sig in STOP_LIKE_CTRL_C}
+    for sig, old in previous.items():
+        if old is not signal.SIG_IGN:
+            signal.signal(sig, handler)
+    try:
+        yield received
+    finally:
+        for sig, old in previous.items():
+            if old is not signal.SIG_IGN and old is not None:
+                signal.signal(sig, old)
+
+
+def _sync(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
     printer = _Printer(sys.stderr, args.quiet)
+    with _stops_like_ctrl_c(printer) as received:
+        code = _run_sync(args, printer)
+    # A stop by SIGTERM / SIGHUP ends with the status a shell expects of it (128 + the signal).
+    return 128 + received[0] if received and code != EXIT_OK else code
+
+
+def _run_sync(args: argparse.Namespace, printer: _Printer) -> int:
+    from volcano_pipelines.steps import DeletionRefused, SyncFailed, SyncInterrupted, sync
+
     try:
         result = sync(
             args.src,
@@ -231,7 +279,8 @@ def cli_message(err: VpipeError) -> str:
     if isinstance(err, DeletionRefused):
         return err.describe(f"{FLAGS['max_delete']} {{}}", FLAGS["force_delete"])
     if isinstance(err, InputError):
-        return str(InputError(FLAGS.get(err.field, err.field), err.value, err.allowed))
+        allowed = err.allowed.replace("only with delete", f"only with {FLAGS['delete']}")
+        return str(InputError(FLAGS.get(err.field, err.field), err.value, allowed))
     return str(err)
 
 
@@ -263,5 +312,8 @@ def _print_result(result: SyncResult, args: argparse.Namespace) -> None:
     print(result.summary())
     for failure in result.failures:
         print(f"failed: {quoted_path(failure['path'])}: {failure['error']}")
+    if args.quiet and result.shard_manifests:  # -q: one line, however many shards
+        print(f"shard manifests: {len(result.shard_manifests)} in {display_path(os.path.dirname(result.shard_manifests[0]))}")
+        return
     for path in result.shard_manifests:
         print(f"shard manifest: {path}")

@@ -14,8 +14,10 @@ from volcano_pipelines.cli import flags
 from volcano_pipelines.errors import EXIT_FAILED, EXIT_OK, InputError
 from volcano_pipelines.manifest import to_yaml
 from volcano_pipelines import steps
+from volcano_pipelines.steps.params import params
 from volcano_pipelines.steps import MPI_TASKS, TF_TASKS, TrainResult
-from volcano_pipelines.volcano.status import FAILED_PHASES
+from volcano_pipelines.volcano.report_lines import format_training, progress_from_dicts
+from volcano_pipelines.volcano.status import FAILED_PHASES, FINAL_PHASES
 
 KINDS: dict[str, tuple[Callable[..., Any], Callable[..., Any], tuple[str, ...], str]] = {
     "tf": (steps.render_tf, steps.train_tf, TF_TASKS,
@@ -38,17 +40,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                 usage=f"vpipe {command} {kind} --name NAME [flags] [-- ARGS]   (vpipe {command} {kind} --help lists the flags)",
             )
             flags.add_step_flags(parser, step, tasks)
+            if step is render_fn:
+                _where_it_would_go(parser, train_fn)
             if step is train_fn:
                 output = parser.add_argument_group("output")
                 output.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
                 output.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
             parser.set_defaults(handler=handler, step=step, tasks=tasks, kind=kind, takes_extra=True, parser=parser)
     status = subparsers.add_parser("status", help="show a training job's phase and per-task counts",
-                                   usage="vpipe status JOB [-n NAMESPACE] [--kubeconfig PATH] [--context NAME] [--json]")
+                                   usage="vpipe status JOB [-n NAMESPACE] [--kubeconfig PATH] [--context NAME] [--log-lines N] "
+                                         "[--post-mortem] [--json]")
     status.add_argument("job", help="job name")
     flags.add_step_flags(status, steps.status, (), skip={"name"})
     status.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     status.set_defaults(handler=_status, parser=status)
+
+
+def _where_it_would_go(parser: argparse.ArgumentParser, train_fn: Callable[..., Any]) -> None:
+    """`vpipe render` without -n shows the namespace `vpipe train` would submit to (the
+    kubeconfig context's), so `render | kubectl apply -f -` and train agree."""
+    helps = {p.name: p.help for p in params(train_fn)}
+    for action in parser._actions:
+        if action.dest == "namespace":
+            action.default, action.help = None, helps["namespace"]
+    group = parser.add_argument_group("where the job would go (read from the kubeconfig, nothing is sent)")
+    group.add_argument("--kubeconfig", help=helps["kubeconfig"])
+    group.add_argument("--context", help=helps["context"])
 
 
 def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -73,10 +90,15 @@ def _call(args: argparse.Namespace, **fixed: Any) -> Any:
         flag = flags.flag_for(args.step, err.field, args.tasks)
         if flag is None:
             raise
-        raise InputError(flag, err.value, err.allowed) from None
+        raise InputError(flags.typed_flag(args, flag), err.value, flags.in_flags(args.step, err.allowed, args.tasks)) from None
 
 
 def _render(args: argparse.Namespace) -> int:
+    if args.namespace is None:  # where `vpipe train` would submit it
+        try:
+            args.namespace = steps.target_namespace(args.kubeconfig, args.context)
+        except InputError as err:
+            raise InputError(f"--{err.field}", err.value, err.allowed) from None
     sys.stdout.write(to_yaml(_call(args)))
     return EXIT_OK
 
@@ -110,6 +132,9 @@ def _status(args: argparse.Namespace) -> int:
     except InputError as err:
         flag = "JOB" if err.field in ("job", "name") else flags.flag_for(steps.status, err.field, ())
         raise InputError(flag or err.field, err.value, err.allowed) from None
+    if getattr(args, "post_mortem", False) and not args.json and result.post_mortem:
+        print(result.post_mortem.get("summary") or "", end="")  # the record's Markdown summary
+        return EXIT_OK
     _report(result, as_json=args.json)
     if not args.json:
         for task, counts in result.tasks.items():
@@ -129,6 +154,10 @@ def _report(result: TrainResult, *, as_json: bool) -> None:
     if result.ps_linger_seconds is not None:
         line += f"; parameter servers outlived the completion task by {result.ps_linger_seconds:.1f}s"
     print(line)
+    training = progress_from_dicts(result.progress, result.last_checkpoint, result.resumed_from_step)
+    if training.reported or result.phase in FINAL_PHASES:
+        # What the training reported (docs/progress.md), or, once it ended, that it reported nothing.
+        print(format_training(result.name, training))
     if result.message:
         print(result.message, file=sys.stderr if not result.succeeded else sys.stdout)
     if result.failure and result.failure.get("log_tail"):

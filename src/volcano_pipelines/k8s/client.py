@@ -17,21 +17,24 @@ from urllib.parse import urlsplit
 import urllib3
 import yaml
 from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from volcano_pipelines import __version__
 from volcano_pipelines.errors import ClusterError
 from volcano_pipelines.k8s import retry
 from volcano_pipelines.k8s.errors import BadAnswer, OutOfTime
+# The one reader of the namespace a request given none goes to (dry runs and render use it too).
+from volcano_pipelines.k8s.kubeconfig import DEFAULT_NAMESPACE, IN_CLUSTER_NAMESPACE_FILE, default_namespace
+from volcano_pipelines.k8s.kubeconfig import context_namespace as _context_namespace
+from volcano_pipelines.k8s.kubeconfig import read_text as _read_text
 
-__all__ = ["REQUEST_TIMEOUT_ENV", "BoundedApiClient", "Cluster", "IN_CLUSTER_NAMESPACE_FILE", "connect"]
+__all__ = ["REQUEST_TIMEOUT_ENV", "BoundedApiClient", "Cluster", "IN_CLUSTER_NAMESPACE_FILE", "connect", "default_namespace"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 USER_AGENT = "vpipe"
-DEFAULT_NAMESPACE = "default"
-IN_CLUSTER_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 # Seconds one request may take to connect, and then between bytes of the answer, unless the
 # call sets its own (watches do). Without it a server that accepts and never answers holds a
 # step forever: the client library's default is no limit at all.
@@ -63,6 +66,9 @@ class BoundedApiClient(client.ApiClient):  # type: ignore[misc]  # the client li
                                        _request_timeout=timeout)
         except UnicodeDecodeError:  # the library decodes every answer as UTF-8 before looking at it
             raise self._bad(method, url, "a binary answer (not UTF-8 text)") from None
+        except ApiException as err:
+            _check_error_answer(self, method, url, err)
+            raise
         _check_answer(self, method, url, response, _preload_content)
         return response
 
@@ -114,6 +120,33 @@ def _check_answer(api: BoundedApiClient, method: str, url: str, response: Any, p
     if not isinstance(data, dict) or not isinstance(data.get("kind"), str) or (
             data["kind"] not in _NO_METADATA_KINDS and not isinstance(data.get("metadata"), dict)):
         raise api._bad(method, url, f"HTTP {response.status} JSON that is not a Kubernetes object: {_excerpt(text)}")
+
+
+# The API server's own answer for a path no API group serves (e.g. a CRD not installed): plain
+# text, not a Status. Any other refusal from a Kubernetes API server is a JSON Status.
+_APISERVER_PLAIN_404 = "404 page not found"
+# Refusals that mean the same from any server in front of the API (a login page, a proxy's
+# throttling or gateway page): left to the status code (Forbidden, retried as transient).
+_ANY_SERVER_STATUSES = frozenset({401, 403, 408, 429})
+
+
+def _check_error_answer(api: BoundedApiClient, method: str, url: str, err: ApiException) -> None:
+    """A 4xx must come as a Kubernetes Status: a web server's "404 Not Found" page read as
+    "that PVC does not exist" would blame the user's input (exit 2) for a wrong server."""
+    status = int(err.status or 0)
+    if not 400 <= status < 500 or status in _ANY_SERVER_STATUSES:
+        return
+    body = err.body.decode("utf-8", "replace") if isinstance(err.body, bytes) else str(err.body or "")
+    if status == 404 and body.strip() == _APISERVER_PLAIN_404:
+        return
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and data.get("kind") == "Status":
+        return
+    content = str((err.headers or {}).get("Content-Type") or "without Content-Type")
+    raise api._bad(method, url, f"HTTP {status} {content}: {_excerpt(body)}") from None
 
 
 def _excerpt(text: str) -> str:
@@ -243,20 +276,6 @@ def _config_path(kubeconfig: str | None) -> str:
     if kubeconfig:
         return kubeconfig
     return os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser("~/.kube/config")
-
-
-def _context_namespace(kubeconfig: str | None, context: str | None) -> str | None:
-    contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
-    chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
-    return ((chosen or {}).get("context") or {}).get("namespace") or None
-
-
-def _read_text(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read().strip() or None
-    except OSError:
-        return None
 
 
 def _yaml_where(err: yaml.YAMLError) -> str:

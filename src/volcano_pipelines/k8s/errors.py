@@ -4,6 +4,7 @@ message; the CLI maps each to its exit code through `errors.VpipeError.exit_code
 from __future__ import annotations
 
 import json
+import ssl
 
 import urllib3
 from kubernetes.client.rest import ApiException
@@ -20,6 +21,7 @@ __all__ = [
     "Unavailable",
     "from_exception",
     "is_connection_refused",
+    "is_tls_mismatch",
     "is_timeout",
     "is_transient",
 ]
@@ -100,6 +102,43 @@ def is_connection_refused(err: BaseException) -> bool:
     return "Connection refused" in str(err)
 
 
+def _chain(err: BaseException) -> list[BaseException]:
+    """`err` and what it wraps (urllib3's `reason`, `__cause__`, `__context__`), each once."""
+    seen: list[BaseException] = []
+    current: BaseException | None = err
+    while current is not None and all(current is not other for other in seen):
+        seen.append(current)
+        reason = getattr(current, "reason", None)
+        current = reason if isinstance(reason, BaseException) else current.__cause__ or current.__context__
+    return seen
+
+
+# OpenSSL's words for "the other side does not speak TLS" (an https:// address at a plain-HTTP
+# port): asking again gets the same answer.
+_NOT_TLS = ("WRONG_VERSION_NUMBER", "wrong version number", "record layer failure", "packet length too long",
+            "unknown protocol")
+
+
+def is_tls_mismatch(err: BaseException) -> bool:
+    """The TLS handshake failed for good: a certificate that does not verify, or a server that
+    does not speak TLS at all. Not retried (a handshake cut short by a restart is: EOF)."""
+    for part in _chain(err):
+        if isinstance(part, ssl.SSLCertVerificationError):
+            return True
+        if isinstance(part, (ssl.SSLError, urllib3.exceptions.SSLError)) and any(w in str(part) for w in _NOT_TLS):
+            return True
+    return False
+
+
+def _tls_message(err: BaseException, where: str, action: str) -> str:
+    if any(isinstance(part, ssl.SSLCertVerificationError) for part in _chain(err)):
+        reason = next(str(p.verify_message) for p in _chain(err) if isinstance(p, ssl.SSLCertVerificationError))
+        return (f"the Kubernetes API server{where} presented a certificate that does not verify ({reason}) while "
+                f"trying to {action}: check the kubeconfig's certificate-authority")
+    return (f"the server{where} does not speak TLS (a plain-HTTP port behind an https:// address?) while trying to "
+            f"{action}: check the kubeconfig's server address")
+
+
 def api_message(err: ApiException) -> str:
     try:
         body = json.loads(err.body or "{}")
@@ -128,6 +167,8 @@ def from_exception(err: BaseException, action: str, host: str = "") -> KubeError
             return Unavailable(f"the API server{where} did not answer while trying to {action} (HTTP {status}): {detail}",
                                status=status, action=action)
         return KubeError(f"cannot {action}{where} (HTTP {status}): {detail}", status=status, action=action)
+    if is_tls_mismatch(err):
+        return BadAnswer(_tls_message(err, where, action), action=action)
     if is_connection_refused(err):
         return Unavailable(f"cannot reach the Kubernetes API server{where} to {action}: connection refused", action=action)
     if is_timeout(err):

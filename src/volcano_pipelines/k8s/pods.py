@@ -115,13 +115,18 @@ def pod_log_tail(cluster: Cluster, namespace: str, pod: str, lines: int, missing
 
 
 class FailedPodWatcher:
-    """Collects the job's pods that reach phase Failed, as they fail. Volcano deletes a failed
-    pod as soon as it restarts or ends the job (and a kubelet removes it quickly), so a list
-    taken when the job status says "failed" can come too late. One watch stream, filtered
-    by the API server to failed pods, whatever the number of pods; the first few failures
-    also get their last log lines while the pod still exists."""
+    """Follows the job's pods as they change and keeps the last state of each (a post-mortem
+    lists pods Volcano has already deleted), and collects those that end badly, as they do:
+    phase Failed, a DisruptionTarget condition (evicted, preempted, lost with a node), or
+    deleted while the job did not stop them. Volcano deletes a failed pod as soon as it restarts
+    or ends the job (and a kubelet removes it quickly), so a list taken when the job status
+    says "failed" can come too late; an evicted pod may never reach phase Failed at all. One
+    watch stream whatever the number of pods; the first few failures also get their last log
+    lines while the pod still exists."""
 
     LOGGED_FAILURES = 3
+    # Pods remembered at most (a job restarted many times makes new pods each time).
+    KEPT_PODS = 2000
 
     def __init__(self, cluster: Cluster, namespace: str, job_name: str, log_lines: int, missing: MissingInfo) -> None:
         self.cluster = cluster
@@ -129,8 +134,11 @@ class FailedPodWatcher:
         self.job_name = job_name
         self.log_lines = log_lines
         self.missing = missing
-        self._pods: dict[str, Obj] = {}
+        self._pods: dict[str, Obj] = {}  # uid -> latest state, of pods that ended badly (first seen first)
+        self._seen: dict[str, Obj] = {}  # uid -> latest state, every pod
+        self._deleted: set[str] = set()
         self._log_tails: dict[str, str] = {}
+        self._logged = 0
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._stream: Any = None
@@ -149,8 +157,18 @@ class FailedPodWatcher:
         self._thread.join(timeout=1.0)
 
     def failed_pods(self) -> list[Obj]:
+        """Pods that ended badly so far, in the order they did, each in its latest state."""
         with self._lock:
             return list(self._pods.values())
+
+    def seen_pods(self) -> list[Obj]:
+        """Every pod seen, in its latest state (deleted ones too: see deleted_uids)."""
+        with self._lock:
+            return list(self._seen.values())
+
+    def deleted_uids(self) -> set[str]:
+        with self._lock:
+            return set(self._deleted)
 
     def log_tail(self, pod_name: str) -> str | None:
         with self._lock:
@@ -165,33 +183,50 @@ class FailedPodWatcher:
                     self.cluster.core.list_namespaced_pod,
                     self.namespace,
                     label_selector=f"{VOLCANO_JOB_NAME_LABEL}={self.job_name}",
-                    field_selector="status.phase=Failed",
                     timeout_seconds=WATCH_WINDOW_SECONDS,
                     _request_timeout=WATCH_WINDOW_SECONDS + 10,
                 ):
                     if self._stopped.is_set():
                         break
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        self._record(self.cluster.to_dict(event["object"]))
+                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                        self._record(self.cluster.to_dict(event["object"]), deleted=event["type"] == "DELETED")
                 delays = self.cluster.policy.delays()
             except Exception as err:  # noqa: BLE001 - typed below
                 if isinstance(from_exception(err, "watch pods"), Forbidden):
                     # Retrying cannot help: say so once, and fall back to the end-of-run list.
                     self.missing.denied("watch", "pods", "failed pods deleted before the job ended")
                     return
-                log.debug("failed-pod watch for %s/%s interrupted: %s", self.namespace, self.job_name, err)
+                log.debug("pod watch for %s/%s interrupted: %s", self.namespace, self.job_name, err)
                 self._stopped.wait(next(delays))
             finally:
                 stream.stop()
 
-    def _record(self, pod: Obj) -> None:
+    @staticmethod
+    def _ended_badly(pod: Obj, deleted: bool) -> bool:
+        status = pod.get("status") or {}
+        if status.get("phase") == "Failed" or status.get("reason") == "Evicted":
+            return True
+        if any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in status.get("conditions") or []):
+            return True
+        # Deleted before it finished: by Volcano (a restart, the job ending: the waiter tells
+        # those apart by the job's phase) or by someone else.
+        return (deleted or bool((pod.get("metadata") or {}).get("deletionTimestamp"))) and status.get("phase") != "Succeeded"
+
+    def _record(self, pod: Obj, deleted: bool = False) -> None:
         uid = pod["metadata"]["uid"]
+        fetch_log = False
         with self._lock:
-            if uid in self._pods:
-                return
-            first_ones = len(self._pods) < self.LOGGED_FAILURES
-            self._pods[uid] = pod
-        if first_ones and self.log_lines > 0:
+            if uid in self._seen or len(self._seen) < self.KEPT_PODS:
+                self._seen[uid] = pod
+            if deleted:
+                self._deleted.add(uid)
+            if uid in self._pods or self._ended_badly(pod, deleted):
+                self._pods[uid] = pod
+            if (not deleted and (pod.get("status") or {}).get("phase") == "Failed"
+                    and pod["metadata"]["name"] not in self._log_tails and self._logged < self.LOGGED_FAILURES):
+                self._logged += 1
+                fetch_log = True
+        if fetch_log and self.log_lines > 0:
             name = pod["metadata"]["name"]
             tail = pod_log_tail(self.cluster, self.namespace, name, self.log_lines, self.missing)
             if tail:

@@ -13,7 +13,7 @@ from typing import TypeVar
 from kubernetes.client.rest import ApiException
 
 from volcano_pipelines import backoff
-from volcano_pipelines.k8s.errors import from_exception, is_connection_refused, is_timeout, is_transient
+from volcano_pipelines.k8s.errors import from_exception, is_connection_refused, is_timeout, is_tls_mismatch, is_transient
 
 __all__ = ["RetryPolicy", "call"]
 
@@ -55,7 +55,7 @@ def call(
                 raise  # not an answer from the API server (a bug, or a signal from `fn`): not ours to wrap
             refused = is_connection_refused(err)
             limit = policy.refused_attempts if refused or is_timeout(err) else policy.attempts
-            if not is_transient(err) or attempt >= limit:
+            if not is_transient(err) or is_tls_mismatch(err) or attempt >= limit:
                 raise from_exception(err, action, host) from err
             delay = next(delays)
             (log.debug if refused else log.warning)("API server not answering while trying to %s (%s); retrying in %.1fs", action, _short(err), delay)

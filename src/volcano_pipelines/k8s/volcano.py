@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.k8s import apps
 from volcano_pipelines.k8s.client import Cluster
 from volcano_pipelines.k8s.errors import Conflict, Forbidden, KubeError, NotFound, from_exception
 from volcano_pipelines.k8s.watch import WATCH_WINDOW_SECONDS, watch_named
@@ -23,6 +24,7 @@ __all__ = [
     "find_run_job",
     "get_job",
     "get_podgroup",
+    "patch_job_annotations",
     "send_command",
     "watch_job",
 ]
@@ -136,6 +138,12 @@ def delete_job(cluster: Cluster, namespace: str, name: str) -> None:
         return
 
 
+def patch_job_annotations(cluster: Cluster, namespace: str, name: str, annotations: dict[str, str]) -> None:
+    """Set annotations on a job (a JSON merge patch: only these keys change; the other
+    annotations and the spec are left alone), under the client's retry policy."""
+    apps.patch(cluster, f"{GROUP}/{VERSION}", "Job", namespace, name, {"metadata": {"annotations": annotations}})
+
+
 def send_command(cluster: Cluster, job: Obj, action: str, reason: str) -> None:
     """Ask Volcano's job controller to act on the job through a bus Command (the controller
     consumes and deletes it)."""
@@ -173,6 +181,12 @@ def abort_job(cluster: Cluster, job: Obj, reason: str = "StepTimeout") -> str:
         return "deleted"
 
 
+# The grant a step needs to check its queue, as manifests/cluster ships it.
+QUEUE_GRANT = ("grant the step's ServiceAccount get/list on queues.scheduling.volcano.sh: ClusterRole "
+               "vpipe-queue-reader in manifests/cluster, bound per namespace by the overlays' "
+               "clusterrolebinding-queues.yaml")
+
+
 def check_queue(cluster: Cluster, queue: str) -> None:
     """What Volcano's webhook checks and a cluster without it would not: the queue exists, is
     Open and is a leaf (jobs in a missing or closed queue wait forever). Skipped, with a
@@ -186,7 +200,8 @@ def check_queue(cluster: Cluster, queue: str) -> None:
         names = _queue_names(cluster)
         raise InputError("job.queue", queue, "an existing Volcano queue" + (f": one of {', '.join(names)}" if names else "")) from None
     except Forbidden as err:
-        log.warning("cannot read Volcano queue %s (HTTP %s); not checking it", queue, err.status)
+        log.warning("cannot read Volcano queue %s (HTTP %s): not checking that it exists and is Open (%s); a job "
+                    "in a missing queue is ended by Volcano without running a pod", queue, err.status, QUEUE_GRANT)
         return
     state = (found.get("status") or {}).get("state")
     if state and state != "Open":

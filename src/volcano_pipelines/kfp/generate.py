@@ -81,7 +81,8 @@ def component_source(spec: ComponentSource, step: Callable[..., Any]) -> str:
     artifacts, then those with defaults), a docstring KFP turns into input descriptions, and
     a body that hands everything to volcano_pipelines.kfp.runtime."""
     step_params = [p for p in params(step) if p.name not in spec.skip]
-    reserved = {name for name, _, _ in ARTIFACTS} | {name for name, _, _ in spec.extra_inputs}
+    artifacts = (*ARTIFACTS, *spec.artifacts)
+    reserved = {name for name, _, _ in artifacts} | {name for name, _, _ in spec.extra_inputs}
     clash = sorted(reserved & {p.name for p in step_params})
     if clash:
         raise UnsupportedParameter(f"step parameter {clash[0]!r} clashes with a component input of the same name")
@@ -92,7 +93,7 @@ def component_source(spec: ComponentSource, step: Callable[..., Any]) -> str:
         lines.append(f"    {p.name}: {_annotation(p)},")
     for name, annotation, _ in spec.extra_inputs:
         lines.append(f"    {name}: {annotation},")
-    for name, kind, _ in ARTIFACTS:
+    for name, kind, _ in artifacts:
         lines.append(f"    {name}: Output[{kind}],")
     for p in optional:
         base, _ = kfp_type(p.hint)
@@ -108,7 +109,7 @@ def component_source(spec: ComponentSource, step: Callable[..., Any]) -> str:
     documented: Sequence[tuple[str, str]] = [
         *((p.name, p.help) for p in required),
         *((name, text) for name, _, text in spec.extra_inputs),
-        *((name, text) for name, _, text in ARTIFACTS),
+        *((name, text) for name, _, text in artifacts),
         *((p.name, KFP_HELP.get(p.name, p.help)) for p in optional),
     ]
     for name, text in documented:
@@ -125,5 +126,5 @@ def component_source(spec: ComponentSource, step: Callable[..., Any]) -> str:
         lines.append(f"        {name!r}: {name},")
     for p in step_params:
         lines.append(f"        {p.name!r}: {p.name},")
-    lines.append("    }, metrics=metrics, summary=summary)")
+    lines.append(f"    }}, {', '.join(f'{name}={name}' for name, _, _ in artifacts)})")
     return "\n".join(lines) + "\n"

@@ -1,14 +1,12 @@
-"""The end-to-end pipelines, inside an exit handler that reports and cleans up:
+"""The end-to-end pipelines (steps/pipelines.py describes them once for KFP and Argo), rendered
+to KFP inside an exit handler that reports and cleans up:
 
     train-and-serve      sync -> train tf  -> reap -> tensorboard -> serve (serve_model)
     train-and-serve-mpi  sync -> train mpi -> tensorboard
 
-MPI has no reap: Volcano ends an MPI job itself when its mpimaster completes (the job's
-CompleteJob policy) and nothing like a parameter server outlives it. It has no serve either:
-an MPI job runs an arbitrary command with no export contract (serve needs a TF SavedModel
-under <log PVC>/export/<model>/<version>/). Each pipeline parameter mirrors one step
-parameter and takes its type, default and help from the step's signature (steps/params.py);
-only the wiring is written here."""
+Each pipeline parameter mirrors one step parameter and takes its type, default and help from
+the step's signature (steps/params.py), or the pipelines' shared default where a shared
+cluster needs another (steps/pipelines.py); only the wiring is written here."""
 
 from __future__ import annotations
 
@@ -25,6 +23,7 @@ from volcano_pipelines.kfp.generate import kfp_default, kfp_type
 from volcano_pipelines.kfp.runtime import step_function
 from volcano_pipelines.kfp.specs import COMPONENTS, RUNTIME_IMAGE
 from volcano_pipelines.steps.params import Param, params
+from volcano_pipelines.steps.pipelines import PIPELINES, SYNC_DEADLINE_SECONDS, shared_defaults
 
 __all__ = ["DATA_MOUNT", "KINDS", "PIPELINE_NAMES", "SERVING_SUFFIX", "TENSORBOARD_SUFFIX", "Input", "inputs_of",
            "pipeline_parameter", "steps_after_training", "train_and_serve"]
@@ -36,8 +35,8 @@ DATA_MOUNT = "/data"
 # The KFP run id: one identity for every step of a run, so a retried step attaches to the job
 # its first attempt created instead of creating a second one.
 RUN_ID = dsl.PIPELINE_JOB_ID_PLACEHOLDER
-KINDS = ("tf", "mpi")
-PIPELINE_NAMES = {"tf": "train-and-serve", "mpi": "train-and-serve-mpi"}
+KINDS = tuple(PIPELINES)
+PIPELINE_NAMES = {kind: shape.name for kind, shape in PIPELINES.items()}
 # KFP's retry policy (PipelineTask.set_retry: a count and a back-off) retries a task on any
 # failure and cannot tell exit codes apart, while most of the steps' failures are final (exit 1:
 # the job failed, the model was not served; exit 2: bad input), so retrying them wastes the
@@ -48,7 +47,7 @@ STEP_RETRIES = 0
 # The training timeout of a run (seconds, from submission): a gang that never fits would keep
 # the run Running for ever and, with `vpipe schedule kfp`'s one run at a time, hold back every
 # later scheduled run. A day, unless the run form or the compile-time `timeout` says otherwise.
-TRAIN_TIMEOUT = 86400.0
+TRAIN_TIMEOUT = float(shared_defaults("train")["timeout"])
 _EMPTY: dict[str, Any] = {"str": "", "list": [], "dict": {}}
 _TYPES: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict}
 
@@ -71,7 +70,7 @@ class Input:
 # the step's); the job's identity (run_id), name and data PVC are wired by the pipeline.
 _JOB = ("code_url", "code_sha256", "entry", "gpus", "cpu", "memory", "queue", "priority_class", "data_dir",
         "env", "pod_labels", "node_selector", "tolerations", "image_pull_secrets", "service_account", "max_retry",
-        "ttl", "on_cancel")
+        "ttl", "on_cancel", "istio_sidecar", "pod_security")
 _SHAPE = {"train_tf": ("workers", "ps", "args"), "train_mpi": ("workers", "slots_per_worker", "command", "mpiexec_args")}
 
 
@@ -79,7 +78,7 @@ _SHAPE = {"train_tf": ("workers", "ps", "args"), "train_mpi": ("workers", "slots
 # (the training job is named like the model; Volcano gives it a Service of that name too).
 TENSORBOARD_SUFFIX = "-tensorboard"
 SERVING_SUFFIX = "-serving"
-_AFTER = {"tf": ("reap", "tensorboard", "serve"), "mpi": ("tensorboard",)}
+_AFTER = {kind: shape.after for kind, shape in PIPELINES.items()}
 
 
 def _lifecycle_inputs(kind: str) -> tuple[Input, ...]:
@@ -95,6 +94,7 @@ def _lifecycle_inputs(kind: str) -> tuple[Input, ...]:
         # volume, a storage pool behind a taint), which the training pods' placement does not cover.
         Input("tensorboard_node_selector", (("tensorboard", "node_selector"),)),
         Input("tensorboard_tolerations", (("tensorboard", "tolerations"),)),
+        Input("tensorboard_labels", (("tensorboard", "labels"),)),
     )
     reap = (Input("reap_grace", (("reap", "grace"),)),) if "reap" in steps else ()
     serve = (
@@ -109,6 +109,7 @@ def _lifecycle_inputs(kind: str) -> tuple[Input, ...]:
         Input("serving_version_policy", (("serve", "version_policy"),)),
         Input("serving_smoke_payload", (("serve", "smoke_payload"),)),
         Input("serving_timeout", (("serve", "timeout"),)),
+        Input("serving_labels", (("serve", "labels"),)),
     ) if "serve" in steps else ()
     return reap + board + serve
 
@@ -122,9 +123,8 @@ def _train_inputs(train: str, after: tuple[str, ...]) -> tuple[Input, ...]:
               "the dataset: hdfs://, viewfs://, webhdfs://, file:// or any fsspec URL"),
         Input("data_pvc", ((train, "data_pvc"),),
               "PVC the dataset is staged into, in its directory <model_name>/; the training pods mount that "
-              "directory (read-only) at data_dir",
-              required=True),
-        Input("image", ((train, "image"),), "image of the training pods", required=True),
+              "directory (read-only) at data_dir"),
+        Input("image", ((train, "image"),)),
         Input("timeout", ((train, "timeout"),),
               "seconds the training job may take from submission; then it is aborted and the run fails "
               "(a gang that never fits would otherwise keep the run, and every later scheduled run, waiting)",
@@ -132,8 +132,7 @@ def _train_inputs(train: str, after: tuple[str, ...]) -> tuple[Input, ...]:
         *(Input(name, ((train, name),)) for name in _SHAPE[train] + _JOB),
         Input("log_pvc", ((train, "log_pvc"), *(log_pvc[step] for step in after if step in log_pvc)),
               "PVC for logs, checkpoints and the exported model (every training task); TensorBoard reads it"
-              + (", TF Serving serves <log_pvc>/export/<model_name>/" if "serve" in after else ""),
-              required=True),
+              + (", TF Serving serves <log_pvc>/export/<model_name>/" if "serve" in after else "")),
         Input("namespace", ((train, "namespace"), ("finish_run", "namespace")),
               "namespace of the training job (empty: the namespace the pipeline runs in)"),
         Input("kubeconfig", ((train, "kubeconfig"), ("finish_run", "kubeconfig"), *((step, "kubeconfig") for step in after)),
@@ -179,7 +178,11 @@ def pipeline_parameter(item: Input) -> tuple[inspect.Parameter, str]:
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     if item.switch:
         return inspect.Parameter(item.name, kind, annotation=bool, default=True), item.help
-    param = _step_param(*item.feeds[0])
+    component, name = item.feeds[0]
+    param = _step_param(component, name)
+    shared = shared_defaults(COMPONENTS[component].step)
+    if name in shared and item.default is None:
+        param = replace(param, default=shared[name], required=False)
     base, _ = kfp_type(param.hint)
     help_text = item.help or param.help
     if item.required or param.required:
@@ -216,6 +219,9 @@ def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_
         staged = built["sync"](dst=f"{data_mount}/{values['model_name']}", **_feeding(inputs, values, "sync"))
         staged.set_display_name("sync dataset")
         platform.mount_data(staged, values["data_pvc"], data_mount)
+        # Bounded: a volume that never attaches or a NameNode that never answers ends the run
+        # (SIGTERM at the deadline; the exit handler then runs) instead of stalling it.
+        platform.set_deadline(staged, SYNC_DEADLINE_SECONDS)
         platform.mount_sync_config(staged, step_pod)
         train = built[train_name](run_id=RUN_ID, data_subpath=values["model_name"], **fixed,
                                   **_feeding(inputs, values, train_name))

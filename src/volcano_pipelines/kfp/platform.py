@@ -18,7 +18,7 @@ from volcano_pipelines.errors import InputError
 
 from volcano_pipelines.kube.validate import parse_toleration
 
-__all__ = ["HADOOP_CONF_MOUNT", "KERBEROS_MOUNT", "StepPod", "mount_data", "mount_sync_config", "shape"]
+__all__ = ["HADOOP_CONF_MOUNT", "KERBEROS_MOUNT", "StepPod", "mount_data", "mount_sync_config", "set_deadline", "shape"]
 
 # Where the sync step pod gets the Kerberos Secret and the Hadoop configuration (StepPod).
 KERBEROS_MOUNT = "/etc/vpipe/kerberos"
@@ -41,6 +41,26 @@ class StepPod:
     hadoop_conf_config_map: str = ""
 
     def __post_init__(self) -> None:
+        # A string where a list is meant would be split into characters ("registry" -> eight
+        # pull secrets), so the shapes are checked before anything reads them.
+        for field_name, example in (("image_pull_secrets", '("registry",)'), ("tolerations", '("k=v:NoSchedule",)')):
+            value = getattr(self, field_name)
+            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not all(
+                    isinstance(item, str) for item in value):
+                raise InputError(f"StepPod.{field_name}", value, f"a list or tuple of strings, e.g. {example}")
+            object.__setattr__(self, field_name, tuple(value))
+        for name in self.image_pull_secrets:
+            if len(name) > 253 or not _NAME.fullmatch(name):
+                raise InputError("StepPod.image_pull_secrets", name, "the name of a Secret (DNS subdomain)")
+        for raw in self.tolerations:
+            try:
+                parse_toleration(raw)
+            except InputError as err:
+                raise InputError("StepPod.tolerations", raw, err.allowed) from None
+        selector = self.node_selector
+        if not isinstance(selector, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in selector.items()):
+            raise InputError("StepPod.node_selector", selector, 'a mapping of label to value, e.g. {"pool": "system"}')
         for field_name in ("kerberos_secret", "hadoop_conf_config_map"):
             value = getattr(self, field_name)
             if value and (len(value) > 253 or not _NAME.fullmatch(value)):
@@ -69,6 +89,12 @@ def mount_sync_config(task: Any, pod: StepPod) -> Any:
                                             mount_path=HADOOP_CONF_MOUNT)
         task.set_env_variable("HADOOP_CONF_DIR", HADOOP_CONF_MOUNT)
     return task
+
+
+def set_deadline(task: Any, seconds: int) -> Any:
+    """The step pod's activeDeadlineSeconds: the kubelet ends it (SIGTERM, then SIGKILL after the
+    grace period) this long after the pod started, volume attachment included."""
+    return kubernetes.set_timeout(task, seconds)
 
 
 def mount_data(task: Any, pvc_name: Any, mount_path: str) -> Any:

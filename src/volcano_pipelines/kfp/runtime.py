@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
@@ -111,7 +112,11 @@ def _report(result: Any, metrics: Any, summary: Any) -> None:
 
 
 def _write(artifact: Any, text: str) -> None:
-    with open(artifact.path, "w", encoding="utf-8") as handle:
+    _write_path(artifact.path, text)
+
+
+def _write_path(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
 
 
@@ -131,13 +136,35 @@ def _progress(fn: Callable[..., Any]) -> Any:
     return LineProgress(sys.stderr)
 
 
-def run_step(step: str, arguments: dict[str, Any], *, metrics: Any, summary: Any) -> tuple[Any, ...]:
-    """Call the step named `step` with the component's inputs; write its metrics and summary;
+def _post_mortem_into(artifact: Any) -> None:
+    """Point the step's post-mortem records (backends/postmortem.py) at the output artifact, a
+    directory KFP uploads as it is: the records outlive the step pod."""
+    from volcano_pipelines.steps import POST_MORTEM_DIR_ENV
+
+    os.makedirs(artifact.path, exist_ok=True)
+    os.environ[POST_MORTEM_DIR_ENV] = artifact.path
+
+
+def _post_mortem_index(artifact: Any) -> None:
+    """KFP uploads a directory file by file: one that stayed empty says why, so the artifact is
+    never an empty listing."""
+    if not any(os.scandir(artifact.path)):
+        _write_path(os.path.join(artifact.path, "README.md"),
+                    "No post-mortem record was written by this step (no training job, or the step ended "
+                    "before the job did).\n")
+
+
+def run_step(step: str, arguments: dict[str, Any], *, metrics: Any, summary: Any,
+             post_mortem: Any = None) -> tuple[Any, ...]:
+    """Call the step named `step` with the component's inputs; write its metrics and summary
+    (and its post-mortem records into `post_mortem`, for the steps that have that artifact);
     return its output parameters in the component's order. A failed step exits non-zero
     (the KFP task fails) after writing what it knows."""
     from volcano_pipelines.progress import configure_logging
 
     configure_logging()
+    if post_mortem is not None:
+        _post_mortem_into(post_mortem)
     fn = step_function(step)
     arguments = dict(arguments)
     final_status = arguments.pop("status", None)
@@ -161,6 +188,8 @@ def run_step(step: str, arguments: dict[str, Any], *, metrics: Any, summary: Any
     finally:
         if progress is not None:
             progress.close()
+        if post_mortem is not None:
+            _post_mortem_index(post_mortem)
     _report(result, metrics, summary)
     if isinstance(result, TrainResult):
         if kwargs.get("wait", True) and not result.succeeded:

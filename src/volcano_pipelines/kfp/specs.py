@@ -5,13 +5,13 @@ the runtime (inside the step pod); imports no kfp."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from volcano_pipelines.images import RUNTIME_IMAGE  # the image every component runs in
 from volcano_pipelines.steps.registry import KFP, Output, output_type, steps_for
 from volcano_pipelines.steps.spelling import LOCAL_BACKEND_PARAMS
 
-__all__ = ["COMPONENTS", "RUNTIME_IMAGE", "ComponentSource"]
+__all__ = ["COMPONENTS", "POST_MORTEM_ARTIFACT", "RUNTIME_IMAGE", "ComponentSource"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,8 @@ class ComponentSource:
     outputs: tuple[tuple[str, str, str], ...]
     extra_inputs: tuple[tuple[str, str, str], ...] = ()  # (name, annotation, help)
     skip: frozenset[str] = frozenset()
+    # Output artifacts beyond every component's metrics and summary (name, KFP type, help).
+    artifacts: tuple[tuple[str, str, str], ...] = ()
 
 
 # The exit handler gets KFP's PipelineTaskFinalStatus, which stands for two step parameters.
@@ -39,10 +41,22 @@ def _outputs(result_type: type, outputs: tuple[Output, ...]) -> tuple[tuple[str,
     return tuple((out.name, output_type(result_type, out).__name__, out.help) for out in outputs)
 
 
+# A step whose result can carry a post-mortem record (the train steps, the exit handler) saves
+# the record's files into this artifact (kfp/runtime.py points the record's directory at it).
+POST_MORTEM_ARTIFACT = ("post_mortem", "Artifact",
+                        "the post-mortem record of the training job's pods, when one was written: "
+                        "<namespace>/<job>.json and a Markdown summary <namespace>/<job>.md")
+
+
+def _artifacts(result_type: type) -> tuple[tuple[str, str, str], ...]:
+    return (POST_MORTEM_ARTIFACT,) if "post_mortem" in {f.name for f in fields(result_type)} else ()
+
+
 COMPONENTS: dict[str, ComponentSource] = {
     item.name: ComponentSource(item.name, item.name, item.summary, _outputs(item.result_type(), item.outputs()),
                                _EXTRA.get(item.name, ((), frozenset()))[0],
                                # A component runs in a cluster: the local backend's parameters are left out.
-                               _EXTRA.get(item.name, ((), frozenset()))[1] | LOCAL_BACKEND_PARAMS)
+                               _EXTRA.get(item.name, ((), frozenset()))[1] | LOCAL_BACKEND_PARAMS,
+                               _artifacts(item.result_type()))
     for item in steps_for(KFP)
 }

@@ -42,10 +42,50 @@ def train_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     """Job duration, restarts, and how long parameter servers outlived the completion task
     (only the numbers the step knows)."""
     out: dict[str, float] = {"retries": float(result.get("retries") or 0)}
-    for key in ("duration_seconds", "ps_linger_seconds"):
-        if result.get(key) is not None:
+    for key in ("duration_seconds", "ps_linger_seconds", "resumed_from_step"):
+        if _number(result.get(key)):
             out[key] = float(result[key])
+    # The training's last reported figures (docs/progress.md), where it reported them.
+    progress = result.get("progress") or {}
+    for key, name in (("step", "final_step"), ("total", "total_steps"), ("loss", "final_loss"),
+                      ("examples_per_second", "examples_per_second")):
+        if _number(progress.get(key)):
+            out[name] = float(progress[key])
+    checkpoint = result.get("last_checkpoint") or {}
+    if _number(checkpoint.get("step")):
+        out["last_checkpoint_step"] = float(checkpoint["step"])
+    # Restarts by cause (restarts_evicted, restarts_exit_code_1, ...), where the step saw any.
+    for restart in result.get("restarts") or []:
+        key = "restarts_" + re.sub(r"[^a-z0-9]+", "_", str(restart.get("cause") or "unknown").lower()).strip("_")
+        out[key] = out.get(key, 0.0) + 1.0
     return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _training(result: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The training's own report: progress, last checkpoint, resumed step (or that it
+    reported nothing, once the job has ended)."""
+    progress = result.get("progress") or {}
+    checkpoint = result.get("last_checkpoint") or {}
+    rows: list[tuple[str, Any]] = []
+    if _number(progress.get("step")):
+        text = f"step {progress['step']}" + (f" of {progress['total']}" if _number(progress.get("total")) else "")
+        if _number(progress.get("loss")):
+            text += f", loss {progress['loss']:.4g}"
+        if _number(progress.get("examples_per_second")):
+            text += f", {progress['examples_per_second']:.1f} examples/s"
+        rows.append(("training progress", text))
+    elif not checkpoint and result.get("phase") in ("Completed", "Failed", "Aborted", "Terminated"):
+        rows.append(("training progress", "no progress reported"))
+    if _number(checkpoint.get("step")):
+        rows.append(("last checkpoint", f"step {checkpoint['step']}"
+                     + (f" at {checkpoint['time']}" if checkpoint.get("time") else "")
+                     + (f", `{_cell(checkpoint['path'])}`" if checkpoint.get("path") else "")))
+    rows.append(("resumed from step", result.get("resumed_from_step")))
+    return rows
 
 
 def sync_metrics(result: Mapping[str, Any]) -> dict[str, float]:
@@ -81,6 +121,31 @@ def _failure(failure: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
+def _restarts(restarts: list[Mapping[str, Any]]) -> list[str]:
+    if not restarts:
+        return []
+    lines = ["", "### Restarts", "", "| # | cause | pod | task | when | detail |", "|---:|---|---|---|---|---|"]
+    for r in restarts:
+        detail = ", ".join(str(x) for x in (r.get("reason"), r.get("message")) if x)
+        lines.append(f"| {_cell(r.get('number'))} | {_cell(r.get('cause'))} | {_cell(r.get('pod'))} | "
+                     f"{_cell(r.get('task'))} | {_cell(r.get('at'))} | {_cell(detail)} |")
+    return lines
+
+
+def _post_mortem(saved: Mapping[str, Any] | None) -> list[str]:
+    """Where the post-mortem record is, and its short summary (headings moved down a level)."""
+    if not saved:
+        return []
+    if saved.get("error"):
+        return ["", "### Post-mortem", "", _cell(saved["error"])]
+    lines = ["", "### Post-mortem", "", f"Saved as `{_cell(saved.get('json'))}` ({saved.get('bytes')} bytes, "
+             f"{saved.get('pods')} pods) and `{_cell(saved.get('markdown'))}`."]
+    summary = str(saved.get("summary") or "")
+    if summary:
+        lines += ["", re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 3) + " ", summary, flags=re.MULTILINE).rstrip()]
+    return lines
+
+
 def train_markdown(result: Mapping[str, Any]) -> str:
     """The job status table, the failure reason and log tail when it failed."""
     mark = "succeeded" if result.get("succeeded") else "did not succeed"
@@ -93,11 +158,14 @@ def train_markdown(result: Mapping[str, Any]) -> str:
         ("created by this step", "yes" if result.get("created") else "no (attached to the run's existing job)"),
         ("duration", _seconds(result.get("duration_seconds"))),
         ("restarts", result.get("retries")),
+        *_training(result),
         ("parameter servers outlived the completion task by", _seconds(result.get("ps_linger_seconds"))),
         ("message", result.get("message")),
     ])
     lines += _tasks(result.get("tasks") or {})
+    lines += _restarts(result.get("restarts") or [])
     lines += _failure(result.get("failure"))
+    lines += _post_mortem(result.get("post_mortem"))
     missing = result.get("missing") or []
     if missing:
         lines += ["", "### Not available", ""] + [f"- {_cell(item)}" for item in missing]
@@ -136,19 +204,25 @@ def error_markdown(step: str, message: str) -> str:
 def _outcome(report: Mapping[str, Any]) -> str | None:
     outcome = report.get("outcome")
     if outcome == "unknown":
-        return "unknown state: the training job was kept, not cleaned up"
+        return "unknown: nothing to decide from, nothing cleaned up"
     return None if outcome is None else str(outcome)
 
 
 def finish_markdown(report: Mapping[str, Any]) -> str:
     """The exit handler's report: how the run ended, its job, and what cleanup did."""
     state = report.get("pipeline_state")
+    board = report.get("tensorboard") or {}
     lines = [f"## Run `{_cell(report.get('run_id'))}`: {_cell(state)}", ""]
-    lines += _table([("outcome", _outcome(report)), ("error", report.get("error_message")),
+    lines += _table([("outcome", _outcome(report)), ("decided by", report.get("rule")),
+                     ("TensorBoard", _link(board.get("url"))),
+                     ("error", report.get("error_message")),
                      ("namespace", report.get("namespace")), ("cleanup of the training job", report.get("cleanup"))])
     job = report.get("job")
     if job:
-        lines += [""] + train_markdown(job).rstrip("\n").replace("## ", "### ", 1).splitlines()
+        # The run's page answers both questions: how training went (TensorBoard above) and
+        # what happened to every pod (the post-mortem, saved before the cleanup).
+        lines += [""] + train_markdown({**job, "post_mortem": report.get("post_mortem") or job.get("post_mortem")}
+                                       ).rstrip("\n").replace("## ", "### ", 1).splitlines()
     else:
         lines += ["", "The run has no training job (it ended before training started)."]
     return "\n".join(lines) + "\n"

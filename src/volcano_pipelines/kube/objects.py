@@ -31,9 +31,13 @@ def owner_reference(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 def deployment(meta: Mapping[str, Any], pod: Mapping[str, Any], *, selector: Mapping[str, str], replicas: int = 1,
                max_unavailable: int | str = 0, max_surge: int | str = 1,
-               pod_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+               pod_labels: Mapping[str, str] | None = None,
+               pod_annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A Deployment whose rollout never takes the last ready pod away (maxUnavailable 0 by
     default): a failed new version leaves the old one serving."""
+    template_meta: dict[str, Any] = {"labels": {**(pod_labels or {}), **selector}}
+    if pod_annotations:
+        template_meta["annotations"] = dict(pod_annotations)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -43,7 +47,7 @@ def deployment(meta: Mapping[str, Any], pod: Mapping[str, Any], *, selector: Map
             "selector": {"matchLabels": dict(selector)},
             "strategy": {"type": "RollingUpdate",
                          "rollingUpdate": {"maxUnavailable": max_unavailable, "maxSurge": max_surge}},
-            "template": {"metadata": {"labels": {**(pod_labels or {}), **selector}}, "spec": dict(pod)},
+            "template": {"metadata": template_meta, "spec": dict(pod)},
         },
     }
 

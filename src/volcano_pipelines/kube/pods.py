@@ -6,9 +6,28 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["container", "env_list", "literal", "pod_spec", "resources"]
+__all__ = ["ISTIO_INJECT", "RESTRICTED_CONTAINER", "RESTRICTED_POD", "container", "env_list", "literal", "mesh_opt_out",
+           "pod_spec", "resources"]
 
 GPU_RESOURCE = "nvidia.com/gpu"
+# Istio's per-pod switch: a label (Istio >= 1.10's preferred form) and the older annotation,
+# both honoured by the injection webhook.
+ISTIO_INJECT = "sidecar.istio.io/inject"
+
+
+# What the Pod Security Standards' restricted level asks of a pod and of each container (the
+# image must then run as a numeric non-root user).
+RESTRICTED_POD: dict[str, Any] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def mesh_opt_out(sidecar: bool) -> dict[str, str]:
+    """What a pod carries, as label and as annotation, to stay out of a service mesh: in a
+    namespace labelled istio-injection=enabled (a multi-user KFP profile) the sidecar keeps a
+    finished task's pod running (its job never completes), can break init-container downloads,
+    and puts the pod behind the profile's mTLS policy. Empty when the sidecar is wanted (the
+    namespace decides)."""
+    return {} if sidecar else {ISTIO_INJECT: "false"}
 
 
 def resources(cpu: str | None, memory: str | None, gpus: int = 0) -> dict[str, dict[str, str]]:

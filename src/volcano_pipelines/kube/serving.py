@@ -61,6 +61,7 @@ class ServingSpec:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: Sequence[Mapping[str, Any]] = ()
     progress_deadline_seconds: int = 600
+    istio_sidecar: bool = False  # False: the pods opt out of sidecar injection (kube/pods.mesh_opt_out)
     # A new pod counts as available only after being ready this long: a server that starts
     # and then dies (bad flags, out of memory) fails the rollout instead of completing it.
     min_ready_seconds: int = 10
@@ -138,7 +139,9 @@ def build_serving(spec: ServingSpec, deployment_owner: Mapping[str, Any] | None 
     pod = pods.pod_spec([container], volumes=volumes, image_pull_secrets=spec.image_pull_secrets,
                         node_selector=spec.node_selector, tolerations=spec.tolerations)
     meta = objects.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels)
-    deployment = objects.deployment(meta, pod, selector=selector(spec.name), replicas=spec.replicas, pod_labels=labels)
+    mesh = pods.mesh_opt_out(spec.istio_sidecar)
+    deployment = objects.deployment(meta, pod, selector=selector(spec.name), replicas=spec.replicas,
+                                    pod_labels={**mesh, **labels}, pod_annotations=mesh)
     deployment["spec"]["progressDeadlineSeconds"] = spec.progress_deadline_seconds
     deployment["spec"]["minReadySeconds"] = spec.min_ready_seconds
     deployment = stamp_template(deployment)

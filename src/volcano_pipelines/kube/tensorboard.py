@@ -41,7 +41,9 @@ class TensorboardSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     image_pull_secrets: Sequence[str] = ()
     expires_at: str | None = None  # RFC 3339: the reap sweeper deletes it after this time
-    owner: Mapping[str, Any] | None = None  # ownerReference of the Deployment (the training job)
+    # ownerReferences of the Deployment (the run's Workflow, the training job): deleted once all are gone
+    owners: Sequence[Mapping[str, Any]] = ()
+    istio_sidecar: bool = False  # False: the pod opts out of sidecar injection (kube/pods.mesh_opt_out)
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: Sequence[Mapping[str, Any]] = ()
 
@@ -81,8 +83,10 @@ def build_tensorboard(spec: TensorboardSpec, deployment_owner: Mapping[str, Any]
         tolerations=spec.tolerations,
     )
     meta = objects.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels,
-                            annotations=annotations, owners=[spec.owner] if spec.owner else ())
-    deployment = objects.deployment(meta, pod, selector=selector(spec.name), pod_labels=labels)
+                            annotations=annotations, owners=list(spec.owners))
+    mesh = pods.mesh_opt_out(spec.istio_sidecar)
+    deployment = objects.deployment(meta, pod, selector=selector(spec.name), pod_labels={**mesh, **labels},
+                                    pod_annotations=mesh)
     deployment = stamp_template(deployment)
     child_owners = [deployment_owner] if deployment_owner else ()
     child_meta = objects.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels,

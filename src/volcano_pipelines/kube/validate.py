@@ -173,6 +173,10 @@ def check_positive_seconds(field: str, value: Any) -> None:
         fail(field, value, f"a number of seconds > 0 and at most {MAX_SECONDS}")
 
 
+# The largest amount Kubernetes can schedule: it counts CPU in thousandths (MilliValue) as int64.
+MAX_QUANTITY = Decimal(2**63 - 1) / 1000
+
+
 def parse_quantity(field: str, value: str) -> Decimal:
     """A Kubernetes quantity's numeric value (cores, bytes)."""
     match = QUANTITY.fullmatch(value) if isinstance(value, str) else None
@@ -199,6 +203,8 @@ def check_quantity(field: str, value: str | None, *, small: Decimal | None = Non
     amount = parse_quantity(field, value)
     if amount == 0:
         fail(field, value, "a quantity greater than zero (omit it for the default)")
+    if amount > MAX_QUANTITY:  # 1e400 is a valid number, but no scheduler can count it
+        fail(field, value, f"a quantity of at most {MAX_QUANTITY:.3e} (Kubernetes counts thousandths in 64 bits)")
     if small is not None and amount < small:
         log.warning("%s=%r is below %s, too little for a training process: check the value and its unit",
                     field, value, small_text)

@@ -333,3 +333,15 @@ def _is_command(task: Mapping[str, Any], command: list[str]) -> bool:
     containers = task["template"]["spec"].get("containers") or []
     return bool(containers) and list(containers[0].get("command") or []) == [literal(part) for part in command]
 
+
+def coordinator_note(job: Mapping[str, Any]) -> str | None:
+    """A warning for a TF job with parameter servers and no chief: TF2 ParameterServerStrategy
+    code needs a coordinator, and without one its parameter servers and workers wait for it
+    without end (TF1 between-graph code needs none, so this is a warning, not an error)."""
+    names = {task.get("name") for task in (job.get("spec") or {}).get("tasks") or []}
+    if "ps" not in names or "chief" in names:
+        return None
+    name = (job.get("metadata") or {}).get("name", "")
+    return (f"job {name} has parameter servers and no chief: TF2 ParameterServerStrategy code needs a coordinator "
+            "(--chief) and its tasks wait for one without end (TF1 between-graph code runs without); "
+            "--timeout bounds the run")

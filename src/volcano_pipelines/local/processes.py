@@ -142,12 +142,24 @@ class PodProcess:
     def _read_output(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None and self._log is not None
         prefix = f"{self.plan.task}-{self.plan.index} | "
+        log_file: Any = self._log
         for raw in iter(lambda: self.proc.stdout.readline(MAX_LINE_BYTES), b""):  # type: ignore[union-attr]
-            self._log.write(raw)
-            self._log.flush()
+            if log_file is not None:
+                try:
+                    log_file.write(raw)
+                    log_file.flush()
+                except OSError as err:
+                    # A full disk: say so once, keep reading (a task blocked on a full pipe
+                    # would hang) and keep passing its output on.
+                    log_file = None
+                    self._write_line(f"{prefix}vpipe-local: cannot write the pod log {self.log_path}: "
+                                     f"{err.strerror or err}; its output continues here only")
             self._write_line(prefix + raw.decode("utf-8", "replace").rstrip("\r\n"))
         self.proc.stdout.close()
-        self._log.close()
+        try:
+            self._log.close()
+        except OSError:
+            pass  # the unwritten rest was reported above
 
     def _wait(self) -> None:
         assert self.proc is not None

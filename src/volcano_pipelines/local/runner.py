@@ -29,6 +29,7 @@ from typing import Any
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.local import plan as planning
+from volcano_pipelines.local.files import write_whole
 from volcano_pipelines.local.processes import PodProcess, stop_pods, supervised_popen
 from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL, VOLCANO_TASK_LABEL
 
@@ -308,7 +309,10 @@ class JobRunner:
         try:
             self._attempts()
         except Exception as err:  # a local failure ends the job with its reason, never a hung step
-            log.exception("local job %s/%s", self.namespace, self.name)
+            if isinstance(err, OSError):  # a full or read-only disk: one line, no traceback
+                log.error("local job %s/%s: %s", self.namespace, self.name, err)
+            else:
+                log.exception("local job %s/%s", self.namespace, self.name)
             self._stop(list(self.pods.values()), "Error")
             self._transition("Failed", "LocalBackendError", f"the local backend failed: {err}")
         finally:
@@ -376,7 +380,7 @@ class JobRunner:
         svc_dir = Path(layout.svc_dir)
         svc_dir.mkdir(parents=True, exist_ok=True)
         for filename, content in {**planning.svc_files(self._job), "nodes": planning.nodes_file()}.items():
-            (svc_dir / filename).write_text(content)
+            write_whole(svc_dir / filename, content)  # a full disk leaves no half-written hosts file
         now = self._clock()
         with self._cond:
             self.pods = {}
@@ -668,13 +672,7 @@ class JobRunner:
         path = self.paths.job_dir / "job.json"
         try:
             with self._persist_lock:
-                text = json.dumps(self.snapshot(), indent=2, sort_keys=True)
                 # Owner only: the job's env may hold credentials (a code URL's user-info).
-                tmp = path.with_suffix(".tmp")
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "w") as f:
-                    os.fchmod(f.fileno(), 0o600)
-                    f.write(text)
-                os.replace(tmp, path)
+                write_whole(path, json.dumps(self.snapshot(), indent=2, sort_keys=True), 0o600)
         except OSError as err:  # a record for people; the job goes on without it
             log.debug("cannot write %s: %s", path, err)

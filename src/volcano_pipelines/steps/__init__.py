@@ -17,7 +17,8 @@ _SUPPORT = {
     "DEFAULT_MAX_DELETE": "_sync", "DEFAULT_TRANSFERS": "_sync", "DEFAULT_DURABILITY": "_sync",
     "DEFAULT_STREAMS": "_sync", "DURABILITY_MODES": "_sync", "DeletionRefused": "_sync", "SyncFailed": "_sync",
     "SyncInterrupted": "_sync", "TransferProgress": "_sync", "display_path": "_sync", "quoted_path": "_sync",
-    "namespace_prepare": "_admin", "pv_reuse": "_admin", "kfp_pod": "_identity",
+    "namespace_prepare": "_admin", "pv_reuse": "_admin", "kfp_pod": "_identity", "POST_MORTEM_DIR_ENV": "_restarts",
+    "target_namespace": "_train",
 }
 # Each name's module: the steps' from the one list of steps (steps/registry.py). No module is
 # named like a function it exports: importing the module sets the package attribute of that
@@ -41,6 +42,9 @@ if TYPE_CHECKING:  # static types for `from volcano_pipelines.steps import ...` 
         ON_FAILURE_CHOICES as ON_FAILURE_CHOICES,
         reap as reap,
         ReapResult as ReapResult,
+    )
+    from volcano_pipelines.steps._restarts import (
+        POST_MORTEM_DIR_ENV as POST_MORTEM_DIR_ENV,
     )
     from volcano_pipelines.steps._results import (
         TrainResult as TrainResult,
@@ -76,6 +80,7 @@ if TYPE_CHECKING:  # static types for `from volcano_pipelines.steps import ...` 
         render_mpi as render_mpi,
         render_tf as render_tf,
         status as status,
+        target_namespace as target_namespace,
         train_mpi as train_mpi,
         train_tf as train_tf,
     )

@@ -1,7 +1,15 @@
 """The exit handler's work: say how a pipeline run ended and what its training job did, and
 when the run did not succeed, clean the job up (a step pod that died without SIGTERM leaves
 its job running; a failed job keeps its name taken until its ttl). A step like the others
-(flat, typed, one docstring): the KFP exit handler calls it, and so can an Argo onExit."""
+(flat, typed, one docstring): the KFP exit handler calls it, and so can an Argo onExit.
+
+The word the handler is handed is often not the run's end. KFP's backend hands the exit
+handler the ML Metadata state of the exit handler's group, which only a launcher that finishes
+a step normally moves to COMPLETE or FAILED (KFP 2.17: metadata/client.go
+UpdateDAGExecutionsState, called from launcher_v2.go). A terminated run (the launcher killed),
+an evicted, OOM-killed or lost step pod, a failed driver, a cached task or a condition that
+evaluates false (driver/dag.go records it CANCELED and stops) never update it: the handler then
+sees RUNNING. So a word that is not an end state is decided from the job itself (`decide`)."""
 
 from __future__ import annotations
 
@@ -15,20 +23,64 @@ from volcano_pipelines.labels import TRAIN_STEP
 from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.steps._results import TrainResult
+from volcano_pipelines.volcano.status import FAILED_PHASES, SUCCEEDED_PHASES
 
 log = logging.getLogger("volcano_pipelines.finish")
 
-__all__ = ["FAILED_STATES", "SUCCEEDED", "SUCCEEDED_STATES", "RunReport", "finish_run", "run_outcome"]
+__all__ = ["FAILED_STATES", "SUCCEEDED", "SUCCEEDED_STATES", "Decision", "RunReport", "decide", "finish_run",
+           "run_outcome"]
 
 SUCCEEDED = "SUCCEEDED"  # kfp.local's PipelineTaskFinalStatus.state of a run whose tasks all succeeded
 # The exit handler is handed a state in one of several vocabularies. KFP's backend passes the
 # ML Metadata execution state of the exit handler's group: COMPLETE (or CACHED) after a
 # successful run, FAILED, CANCELED (KFP's sample pipeline_with_input_status_state.py asserts
-# COMPLETE); kfp.local passes SUCCEEDED / FAILED; PipelineTaskFinalStatus's docstring names
-# CANCELLED; an Argo onExit passes {{workflow.status}}: Succeeded, Failed, Error. Compared
-# case-insensitively. Anything else is not understood: the job is kept, never deleted on a guess.
+# COMPLETE), and RUNNING in the cases above; kfp.local passes SUCCEEDED / FAILED;
+# PipelineTaskFinalStatus's docstring names CANCELLED; an Argo onExit passes {{workflow.status}}:
+# Succeeded, Failed, Error. Compared case-insensitively.
 SUCCEEDED_STATES = frozenset({"SUCCEEDED", "COMPLETE", "CACHED"})
 FAILED_STATES = frozenset({"FAILED", "FAILURE", "CANCELED", "CANCELLED", "ERROR"})
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How the run ended and whether its job is cleaned up, with the rule that said so."""
+
+    outcome: str  # succeeded | failed | unknown
+    clean_up: bool  # the job is cleaned up per on_failure
+    rule: str  # which rule fired, in words (the report carries it)
+
+
+# Job phases that mean the job's own work is done and succeeded: Completing is Volcano ending the
+# remaining pods (parameter servers) after the completion task finished.
+_DONE_PHASES = SUCCEEDED_PHASES | {"Completing"}
+
+
+def decide(pipeline_state: str, job_phase: str | None) -> Decision:
+    """The run's outcome from the word the exit handler got and, where the word is not an end
+    state, from the run's training job (`job_phase`; None: the run has none). Pure.
+
+    - a success word (COMPLETE, CACHED, SUCCEEDED, Succeeded): succeeded, the job is kept;
+    - a failure word (FAILED, CANCELED, Failed, Error, ...): failed, cleaned up per on_failure;
+    - any other word (RUNNING, empty, unknown): the job decides. A finished job says what
+      happened (Completed: succeeded; Failed, Aborted, Terminated: failed, cleaned up); a job
+      not finished at the exit handler means the run failed or was cancelled before the train
+      step saw its end (the train step waits for it), so it is cleaned up; no job: unknown,
+      nothing to clean up."""
+    word = (pipeline_state or "").strip()
+    outcome = run_outcome(word)
+    if outcome == "succeeded":
+        return Decision("succeeded", False, f"state {word}: the run's tasks succeeded")
+    if outcome == "failed":
+        return Decision("failed", True, f"state {word}: the run failed or was cancelled")
+    said = f"state {word!r} is not an end state" if word else "no state was handed over"
+    if job_phase is None:
+        return Decision("unknown", False, f"{said}, and the run has no training job to decide from")
+    if job_phase in _DONE_PHASES:
+        return Decision("succeeded", False, f"{said}; its training job is {job_phase}: the run succeeded")
+    if job_phase in FAILED_PHASES:
+        return Decision("failed", True, f"{said}; its training job is {job_phase}: the run failed")
+    return Decision("failed", True, f"{said}; its training job is {job_phase or 'in no phase yet'}, unfinished at the "
+                                    "exit handler: the run failed or was cancelled")
 
 
 @dataclass
@@ -48,7 +100,12 @@ class RunReport:
     namespace: str
     job: dict[str, Any] | None  # TrainResult.to_dict() of the run's training job, None when it has none
     cleanup: str  # deleted | aborted | kept | none
-    outcome: str = "succeeded"  # succeeded | failed | unknown (run_outcome of pipeline_state)
+    outcome: str = "succeeded"  # succeeded | failed | unknown (decide())
+    rule: str = ""  # which rule decided the outcome (decide())
+    # The job's post-mortem record, saved before the cleanup when the run did not succeed
+    # (backends/postmortem.py save_post_mortem: where, how big, a short summary).
+    post_mortem: dict[str, Any] | None = None
+    tensorboard: dict[str, Any] | None = None  # the run's TensorBoard {name, url, urls}, when it started one
 
     @property
     def job_phase(self) -> str:
@@ -59,7 +116,7 @@ class RunReport:
 
 
 def run_outcome(pipeline_state: str) -> str:
-    """succeeded, failed or unknown: how the run ended, from the state the exit handler got."""
+    """succeeded, failed or unknown: what the word the exit handler got says on its own."""
     state = (pipeline_state or "").strip().upper()
     if state in SUCCEEDED_STATES:
         return "succeeded"
@@ -80,12 +137,14 @@ def finish_run(
     log_lines: int = 20,
 ) -> RunReport:
     """Report how a pipeline run ended and what its training job did; when the run failed or
-    was cancelled, clean up the run's training job per on_failure (a state it does not know
-    keeps the job).
+    was cancelled, clean up the run's training job per on_failure. A state that is not an end
+    state (KFP's backend hands RUNNING after a terminate, an evicted or lost step pod, a skipped
+    or cached last task) is decided from the job: finished, it says how the run ended;
+    unfinished at the exit handler, the run failed or was cancelled.
 
     Args:
         run_id: run identity of the pipeline run (the training job carries it as a label)
-        pipeline_state: how the run's tasks ended: COMPLETE, CACHED or SUCCEEDED; FAILED or CANCELED
+        pipeline_state: how the run's tasks ended: COMPLETE, CACHED or SUCCEEDED; FAILED or CANCELED; any other word (RUNNING) is decided from the job
         error_message: why the run failed, when it did
         namespace: namespace of the run's training job (default: the context's namespace, else default)
         kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
@@ -94,6 +153,7 @@ def finish_run(
         log_lines: last log lines of a failed pod to report
     """
     check_types(finish_run, locals())
+    from volcano_pipelines.backends.postmortem import save_post_mortem
     from volcano_pipelines.k8s import volcano as k8s_volcano
     from volcano_pipelines.k8s.client import connect
     from volcano_pipelines.steps._train import status
@@ -107,21 +167,25 @@ def finish_run(
     cluster = connect(kubeconfig, context)
     namespace = namespace or cluster.namespace
     job = k8s_volcano.find_run_job(cluster, namespace, run_id, TRAIN_STEP)
-    outcome = run_outcome(pipeline_state)
+    result: TrainResult | None = None
+    if job is not None:
+        result = status(job["metadata"]["name"], namespace=namespace, kubeconfig=kubeconfig, context=context,
+                        log_lines=log_lines)
+        if result.phase == "NotFound":  # deleted since it was found
+            job, result = None, None
+    decision = decide(pipeline_state, result.phase if result is not None else None)
     report = RunReport(run_id=run_id, pipeline_state=pipeline_state, error_message=error_message or None,
-                       namespace=namespace, job=None, cleanup="none", outcome=outcome)
-    if job is None:
+                       namespace=namespace, job=result.to_dict() if result is not None else None, cleanup="none",
+                       outcome=decision.outcome, rule=decision.rule)
+    log.info("run %s: %s", run_id, decision.rule)
+    report.tensorboard = _run_tensorboard(cluster, namespace, run_id)
+    if job is None or result is None:
         return report
     name = job["metadata"]["name"]
-    result: TrainResult = status(name, namespace=namespace, kubeconfig=kubeconfig, context=context, log_lines=log_lines)
-    report.job = result.to_dict()
-    if outcome == "succeeded":
-        return report
-    if outcome == "unknown":
-        log.warning("run %s ended in state %r, which is neither a success (%s) nor a failure (%s): "
-                    "keeping job %s/%s", run_id, pipeline_state, ", ".join(sorted(SUCCEEDED_STATES)),
-                    ", ".join(sorted(FAILED_STATES)), namespace, name)
-        report.cleanup = "kept"
+    if decision.outcome != "succeeded":
+        # What happened to every pod, written before anything below deletes them.
+        report.post_mortem = save_post_mortem(cluster, namespace, name, job=job)
+    if not decision.clean_up:
         return report
     if on_failure == "keep":
         report.cleanup = "kept"
@@ -132,4 +196,17 @@ def finish_run(
         report.cleanup = k8s_volcano.abort_job(cluster, job, "PipelineFailed")
     else:
         report.cleanup = "kept"  # already over: nothing left to abort
+    log.info("run %s: job %s/%s %s (on_failure=%s)", run_id, namespace, name, report.cleanup, on_failure)
     return report
+
+
+def _run_tensorboard(cluster: Any, namespace: str, run_id: str) -> dict[str, Any] | None:
+    """The run's TensorBoard for the report; a failed lookup costs the link, never the cleanup."""
+    from volcano_pipelines.errors import VpipeError
+    from volcano_pipelines.steps._tensorboard import run_tensorboard
+
+    try:
+        return run_tensorboard(cluster, namespace, run_id)
+    except VpipeError as err:
+        log.warning("run %s: cannot look up its TensorBoard: %s", run_id, err)
+        return None

@@ -21,6 +21,7 @@ __all__ = ["ALL_GROUPS", "BACKENDS", "BackendName", "Code", "MPICommand", "MPISh
 
 # Where a train step runs its job.
 BackendName = Literal["cluster", "local"]
+PodSecurityLevel = Literal["baseline", "restricted"]
 BACKENDS: tuple[str, ...] = get_args(BackendName)
 
 
@@ -63,6 +64,15 @@ class Policy:
     deadline: int | None = arg(None, "seconds each pod may run (activeDeadlineSeconds, per attempt): a pod past it "
                                      "fails (DeadlineExceeded), which restarts or ends the job like any failed pod",
                                spec="job.deadline")
+    istio_sidecar: bool = arg(False, "let a service mesh inject its sidecar into the pods (default: every pod carries "
+                                     "sidecar.istio.io/inject=false, since in an Istio-injected namespace a sidecar "
+                                     "keeps a finished task's pod running and the job never completes)",
+                              spec="job.istio_sidecar")
+    pod_security: PodSecurityLevel = arg(
+        "baseline", "Pod Security Standards level the pods meet: baseline, or restricted for a namespace that enforces "
+                    "it (non-root, RuntimeDefault seccomp, no privilege escalation, no capabilities; the image must run "
+                    "as a numeric non-root user, as the project's trainer-tf image does)", spec="job.pod_security",
+        mpi="Pod Security Standards level the pods meet: baseline only (the MPI workers' sshd needs root)")
     restart_on_failure: bool = arg(True, "a failed pod restarts the whole job (bounded by max_retry); false: it ends "
                                          "the job (Terminated)", spec="job.restart_on_failure")
     image_pull_secrets: Sequence[str] | None = arg(None, "pull secrets of every pod", spec="job.image_pull_secrets")
@@ -72,7 +82,8 @@ class Policy:
     labels: Mapping[str, str] | None = arg(None, "labels on the job and its pods", spec="job.labels")
     owner: str | None = arg(None, "owner of the job, API_VERSION/KIND/NAME/UID in the job's namespace (e.g. an Argo "
                                   "Workflow: argoproj.io/v1alpha1/Workflow/NAME/UID): deleting the owner deletes the "
-                                  "job (Kubernetes' garbage collector)", spec="job.owner")
+                                  "job (Kubernetes' garbage collector); not set when the step does not wait (the job "
+                                  "must outlive the run)", spec="job.owner")
 
 
 @dataclass(frozen=True)
@@ -139,6 +150,9 @@ class Run:
     dry_run: bool = arg(False, "build and check the job; create nothing")
     wait: bool = arg(True, "wait for the job to finish (false: submit and return)")
     log_lines: int = arg(20, "last log lines of a failed pod to report")
+    progress_interval: float = arg(15.0, "seconds between reads of the training's progress reports (the last lines of "
+                                         "the chief's / MPI master's / worker 0's log, docs/progress.md); 0: do not "
+                                         "follow progress")
     local_dir: str | None = arg(None, "local backend: working directory for the job's files (default ./vpipe-local)")
     local_data_dir: str | None = arg(None, "local backend: the directory standing in for the data volume (default "
                                            "<local_dir>/data)")

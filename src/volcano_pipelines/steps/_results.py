@@ -40,9 +40,28 @@ class TrainResult:
     ps_linger_seconds: float | None = None  # how long parameter servers outlived the completion task
     missing: list[str] = field(default_factory=list)  # information not available (e.g. a refused permission)
     manifest: dict[str, Any] | None = None  # dry run: what would be created
+    # What the training reported (docs/progress.md): the latest progress (step, total, loss,
+    # examples_per_second, ...), the last checkpoint (step, time, path), and the step a
+    # restarted run resumed from (None: it started fresh, or its code does not say).
+    progress: dict[str, Any] | None = None
+    last_checkpoint: dict[str, Any] | None = None
+    resumed_from_step: int | None = None
+    # Each restart of the job with its cause: number, pod, task, cause (evicted, preempted, node
+    # lost, OOM killed, exit code N, deleted, unknown), exit_code, reason, message, at, text.
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+    # Where the post-mortem record was saved: json, markdown, bytes, pods, seconds, notes (or error).
+    post_mortem: dict[str, Any] | None = None
+
+    @property
+    def restart_causes(self) -> str:
+        """The restarts in one short line (`1: evicted pod j-ps-0; 2: exit code 1 pod j-worker-1`)."""
+        return "; ".join(f"{r.get('number')}: {r.get('cause')}" + (f" pod {r['pod']}" if r.get("pod") else "")
+                         for r in self.restarts)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         if self.manifest is None:
             del out["manifest"]
+        # A scalar for the Argo outputs (one file per scalar field): the causes in one line.
+        out["restart_causes"] = self.restart_causes
         return out

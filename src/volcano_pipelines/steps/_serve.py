@@ -176,6 +176,7 @@ def serve(
     timeout: float = 600,
     run_id: str | None = None,
     labels: Mapping[str, str] | None = None,
+    istio_sidecar: bool = False,
     image_pull_secrets: Sequence[str] | None = None,
     node_selector: Mapping[str, str] | None = None,
     tolerations: Sequence[str] | None = None,
@@ -209,6 +210,7 @@ def serve(
         timeout: seconds for the rollout and the model to become AVAILABLE
         run_id: run identity label
         labels: labels on every object
+        istio_sidecar: let a service mesh inject its sidecar into the serving pods (default: they carry sidecar.istio.io/inject=false; KServe's InferenceService is left to KServe)
         image_pull_secrets: pull secrets of the pods
         node_selector: node labels the serving pods must match (e.g. a pool for serving)
         tolerations: taints the serving pods tolerate, kubectl form KEY[=VALUE]:EFFECT
@@ -278,7 +280,11 @@ def serve(
                        versions=tuple(wanted), run_id=run_id, labels=dict(labels or {}),
                        image_pull_secrets=tuple(image_pull_secrets or ()),
                        node_selector=dict(node_selector or {}), tolerations=tuple(parsed_tolerations),
-                       progress_deadline_seconds=max(60, int(timeout)))
+                       progress_deadline_seconds=max(60, int(timeout)), istio_sidecar=istio_sidecar)
+    if (target == "kserve" or dry_run) and namespace is None:  # where the real one would go: the context's
+        from volcano_pipelines.k8s.client import default_namespace
+
+        spec = replace(spec, namespace=default_namespace(kubeconfig, context))
     if target == "kserve":
         return ServeResult(name=name, namespace=spec.namespace, model_name=model_name, succeeded=True, target=target,
                            manifests=[build_inference_service(spec)], warnings=warnings,

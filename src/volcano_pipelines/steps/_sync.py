@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 MAX_TRANSFERS = 256
-MAX_SHARDS = 100_000
+MAX_SHARDS = 1000  # one manifest per worker; a task has at most 1000 replicas (volcano/validate.py)
 MAX_CHUNK_MIB = 256
 MAX_STREAMS = 16
 DURABILITY_MODES = MODES
@@ -166,6 +166,10 @@ def sync(
         raise InputError("durability", durability, f"one of {', '.join(MODES)}")
     if not 1 <= streams <= MAX_STREAMS:
         raise InputError("streams", streams, f"an integer from 1 (one stream per file) to {MAX_STREAMS}")
+    if not delete and force_delete:  # silently ignored before: the user meant something by it
+        raise InputError("force_delete", force_delete, "only with delete")
+    if not delete and max_delete != DEFAULT_MAX_DELETE:
+        raise InputError("max_delete", max_delete, "only with delete")
     limit = parse_max_delete(max_delete)
     if limit is None:
         raise InputError("max_delete", max_delete, "a number of files N, or a share of the destination's files P% (0% to 100%)")

@@ -1,6 +1,7 @@
 """The tensorboard step: TensorBoard over the training logs on the log PVC, and the URL to
-open. Re-running it updates the same objects in place (server-side apply); its lifetime is
-the training job's (ownerReference) or a TTL the reap sweeper enforces."""
+open. Re-running it updates the same objects in place (server-side apply); its lifetime is its
+owners' (the pipeline run's Workflow, the training job: ownerReferences, deleted once all are
+gone) or a TTL the reap sweeper enforces."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.kube.tensorboard import (
+    STEP,
     TENSORBOARD_IMAGE,
     TENSORBOARD_PORT,
     TensorboardSpec,
@@ -33,6 +35,7 @@ from volcano_pipelines.kube.validate import (
     check_positive_seconds,
     check_quantity,
     check_relative_path,
+    owner_reference,
     parse_tolerations,
 )
 
@@ -109,6 +112,7 @@ def tensorboard(
     logdir: str = "",
     namespace: str | None = None,
     job: str | None = None,
+    owner: str | None = None,
     ttl: float | None = None,
     service_type: ServiceType = "NodePort",
     node_port: int | None = None,
@@ -124,6 +128,7 @@ def tensorboard(
     tolerations: Sequence[str] | None = None,
     run_id: str | None = None,
     labels: Mapping[str, str] | None = None,
+    istio_sidecar: bool = False,
     timeout: float = 300,
     wait: bool = True,
     dry_run: bool = False,
@@ -140,7 +145,8 @@ def tensorboard(
         log_pvc: PVC holding the training logs (mounted read-only)
         logdir: sub-path of the log PVC that TensorBoard reads (default: the PVC's root)
         namespace: namespace (default: the context's namespace, else default)
-        job: Volcano Job whose lifetime TensorBoard shares (deleted with it)
+        job: Volcano Job whose lifetime TensorBoard shares (deleted with it, or with owner, whichever goes last)
+        owner: owner of TensorBoard, API_VERSION/KIND/NAME/UID in its namespace (e.g. the pipeline run's Argo Workflow): deleted with it (or with job, whichever goes last)
         ttl: seconds TensorBoard lives; the reap sweeper deletes it afterwards
         service_type: NodePort or ClusterIP
         node_port: NodePort to use (default: the API server allocates one)
@@ -156,6 +162,7 @@ def tensorboard(
         tolerations: taints the pod tolerates, kubectl form KEY[=VALUE]:EFFECT
         run_id: run identity label
         labels: labels on every object
+        istio_sidecar: let a service mesh inject its sidecar into the pod (default: it carries sidecar.istio.io/inject=false)
         timeout: seconds to wait for TensorBoard to be ready
         wait: wait until TensorBoard is ready (false: apply and return)
         dry_run: print the objects; create nothing
@@ -173,10 +180,13 @@ def tensorboard(
         check_relative_path("logdir", logdir.strip("/"))
     if job is not None:
         check_dns_label("job", job)
+    owners = (owner_reference("owner", owner),) if owner is not None else ()
     check_labels("node_selector", node_selector or {})
     parsed_tolerations = parse_tolerations("tolerations", tolerations or [])
     if ttl is not None:
         check_positive_seconds("ttl", ttl)
+        if job is not None:  # two owners of one lifetime: the usage says they exclude each other
+            raise InputError("ttl", ttl, "either `job` (TensorBoard lives as long as the job) or `ttl`, not both")
     if service_type not in SERVICE_TYPES:
         raise InputError("service_type", service_type, f"one of {', '.join(SERVICE_TYPES)}")
     if node_port is not None:
@@ -200,8 +210,13 @@ def tensorboard(
         image_pull_secrets=tuple(image_pull_secrets or ()),
         node_selector=dict(node_selector or {}), tolerations=tuple(parsed_tolerations),
         expires_at=format_time(datetime.now(timezone.utc) + timedelta(seconds=ttl)) if ttl else None,
+        owners=owners, istio_sidecar=istio_sidecar,
     )
     if dry_run:
+        if namespace is None:  # where the real one would go: the context's namespace
+            from volcano_pipelines.k8s.client import default_namespace
+
+            spec = replace(spec, namespace=default_namespace(kubeconfig, context))
         return TensorboardResult(name=name, namespace=spec.namespace, url=None, ready=False, service_type=service_type,
                                  owner_job=job, expires_at=spec.expires_at, manifests=build_tensorboard(spec),
                                  message="dry run: nothing was created")
@@ -213,7 +228,7 @@ def tensorboard(
     spec = replace(spec, namespace=namespace or cluster.namespace)
     require_pvc(cluster, spec.namespace, "log_pvc", log_pvc)
     if job is not None:
-        spec = replace(spec, owner=apps.owner_of(_volcano_job(cluster, spec.namespace, job)))
+        spec = replace(spec, owners=(*spec.owners, apps.owner_of(_volcano_job(cluster, spec.namespace, job))))
     apps.check_all(cluster, build_tensorboard(spec))
     existing = apps.get(cluster, "apps/v1", "Deployment", spec.namespace, name)
     existed = existing is not None
@@ -238,25 +253,65 @@ def tensorboard(
         message = None if ready else rollout.message
     ports = (service.get("spec") or {}).get("ports") or []
     allocated = ports[0].get("nodePort") if ports and service_type == "NodePort" else None
-    prefix = (ingress_path or "").rstrip("/")
-    urls = {
-        "cluster": f"http://{name}.{spec.namespace}.svc:{TENSORBOARD_PORT}{prefix}/",
-        "api_proxy": f"{cluster.host}/api/v1/namespaces/{spec.namespace}/services/http:{name}:{TENSORBOARD_PORT}/proxy{prefix}/",
-    }
-    if allocated:
-        address = node_address or _node_address(cluster, spec.namespace, name)
-        if address:
-            urls["node_port"] = f"http://{address}:{allocated}{prefix}/"
-    if ingress is not None:
-        address = ingress_host or _ingress_address(ingress)
-        if address:
-            urls["ingress"] = f"http://{address}{prefix}/"
+    urls = tensorboard_urls(cluster, spec.namespace, name, service, ingress, prefix=(ingress_path or "").rstrip("/"),
+                            node_address=node_address, ingress_host=ingress_host)
     url = urls.get("ingress") or urls.get("node_port") or urls["cluster"]
     return TensorboardResult(
         name=name, namespace=spec.namespace, url=url, ready=ready, created=not existed, service_type=service_type,
         node_port=allocated, node_port_allocated=bool(allocated) and node_port is None, urls=urls, owner_job=job,
         expires_at=spec.expires_at, message=message or (None if wait else NOT_WAITED),
     )
+
+
+def tensorboard_urls(cluster: Any, namespace: str, name: str, service: Mapping[str, Any],
+                     ingress: Mapping[str, Any] | None, *, prefix: str, node_address: str | None = None,
+                     ingress_host: str | None = None) -> dict[str, str]:
+    """Every way into TensorBoard `name`: in-cluster, through the API server's proxy, a node
+    port (on the node that runs it) and the Ingress (its host, else the address it got)."""
+    urls = {
+        "cluster": f"http://{name}.{namespace}.svc:{TENSORBOARD_PORT}{prefix}/",
+        "api_proxy": f"{cluster.host}/api/v1/namespaces/{namespace}/services/http:{name}:{TENSORBOARD_PORT}/proxy{prefix}/",
+    }
+    ports = (service.get("spec") or {}).get("ports") or []
+    allocated = ports[0].get("nodePort") if ports and (service.get("spec") or {}).get("type") == "NodePort" else None
+    if allocated:
+        address = node_address or _node_address(cluster, namespace, name)
+        if address:
+            urls["node_port"] = f"http://{address}:{allocated}{prefix}/"
+    if ingress is not None:
+        address = ingress_host or _ingress_address(ingress)
+        if address:
+            urls["ingress"] = f"http://{address}{prefix}/"
+    return urls
+
+
+def run_tensorboard(cluster: Any, namespace: str, run_id: str) -> dict[str, Any] | None:
+    """The TensorBoard a pipeline run started ({name, url, urls}), found by the run's labels
+    on its Service; None when the run started none. For the exit handler's summary, so one
+    page has the run's TensorBoard beside what happened to its job."""
+    from volcano_pipelines.k8s import apps
+    from volcano_pipelines.labels import run_selector
+
+    selector = run_selector(run_id, STEP)
+    # Two lists whatever they find: the permissions a run needs do not depend on its TensorBoard.
+    services, _ = apps.list_objects(cluster, apps.collection_path("v1", "services", namespace), label_selector=selector)
+    ingresses, _ = apps.list_objects(cluster, apps.collection_path("networking.k8s.io/v1", "ingresses", namespace),
+                                     label_selector=selector)
+    if not services:
+        return None
+    service = services[0]
+    name = str(service["metadata"]["name"])
+    ingress = next((i for i in ingresses if (i.get("metadata") or {}).get("name") == name), None)
+    prefix = ""
+    if ingress is not None:
+        for rule in (ingress.get("spec") or {}).get("rules") or []:
+            for path in ((rule.get("http") or {}).get("paths") or []):
+                prefix = str(path.get("path") or "").rstrip("/")
+        host = next((str(r["host"]) for r in (ingress.get("spec") or {}).get("rules") or [] if r.get("host")), None)
+    else:
+        host = None
+    urls = tensorboard_urls(cluster, namespace, name, service, ingress, prefix=prefix, ingress_host=host)
+    return {"name": name, "url": urls.get("ingress") or urls.get("node_port") or urls["cluster"], "urls": urls}
 
 
 def require_pvc(cluster: Any, namespace: str, field_name: str, name: str) -> None:

@@ -5,6 +5,7 @@ Argo, Python) calls these functions and nothing else."""
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Callable
@@ -35,7 +36,10 @@ from volcano_pipelines.volcano.tf import build_tf_job
 if TYPE_CHECKING:
     from volcano_pipelines.backends.cluster import ClusterBackend
 
-__all__ = ["BACKENDS", "ON_CANCEL_CHOICES", "TrainResult", "render_mpi", "render_tf", "status", "train_mpi", "train_tf"]
+__all__ = ["BACKENDS", "ON_CANCEL_CHOICES", "TrainResult", "render_mpi", "render_tf", "status", "target_namespace",
+           "train_mpi", "train_tf"]
+
+log = logging.getLogger(__name__)
 
 RUN_ID_ENV = "VPIPE_RUN_ID"
 _RUN_PARAMS = tuple(name for name, _, _, _ in declared(Run))
@@ -94,6 +98,7 @@ def status(
     kubeconfig: str | None = None,
     context: str | None = None,
     log_lines: int = 20,
+    post_mortem: bool = False,
 ) -> TrainResult:
     """A training job's phase, per-task counts and (when it failed) the failing pod.
 
@@ -103,14 +108,23 @@ def status(
         kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
         context: kubeconfig context
         log_lines: last log lines of a failed pod to report
+        post_mortem: show the job's saved post-mortem record (what happened to every pod) instead of asking the cluster
     """
     check_types(status, locals())
     from volcano_pipelines.volcano.validate import check_job_ref
 
     # Before any request: '' would ask for the list URL, `-n ''` for namespaces//jobs.
     check_job_ref("default" if namespace is None else namespace, name)
+    if not 0 <= log_lines <= 10_000:  # the same bound as train's, before any request
+        raise InputError("log_lines", log_lines, "an integer from 0 to 10000")
     from volcano_pipelines.steps._waiting import job_result
 
+    if post_mortem:
+        from volcano_pipelines.steps._restarts import saved_result
+
+        if namespace is None:
+            namespace = _cluster_backend(kubeconfig, context).cluster.namespace
+        return saved_result(namespace, name)
     cluster_backend = _cluster_backend(kubeconfig, context)
     namespace = namespace or cluster_backend.cluster.namespace
     return job_result(cluster_backend, namespace, name, log_lines)
@@ -144,6 +158,9 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
     log_lines = run["log_lines"]
     if not isinstance(log_lines, int) or not 0 <= log_lines <= 10_000:
         raise InputError("log_lines", log_lines, "an integer from 0 to 10000")
+    progress_interval = run["progress_interval"]
+    if not 0 <= progress_interval <= 3600:
+        raise InputError("progress_interval", progress_interval, "seconds from 0 (do not follow progress) to 3600")
     if backend == "local" and not run["wait"]:
         raise InputError("wait", run["wait"], "true with the local backend: its tasks run in this process and end "
                                               "with it (submit and return needs the cluster backend)")
@@ -154,9 +171,18 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
         # The local backend's processes have no kubelet to enforce a pod deadline.
         raise InputError("deadline", arguments["deadline"], "only with the cluster backend")
     arguments["run_id"] = arguments.get("run_id") or os.environ.get(RUN_ID_ENV) or uuid.uuid4().hex[:16]
+    if not run["wait"] and arguments.get("owner"):
+        # A job submitted to outlive this step must not die with its owner: a pipeline run's
+        # Workflow is deleted by its TTL (KFP: a day; Argo: the ttlStrategy) or by hand while the
+        # job may still train. The job's own ttl removes it once it has finished.
+        log.warning("owner %s not set on the job: the step does not wait, so the job must outlive the run "
+                    "(its ttl removes it after it finishes)", arguments["owner"])
+        arguments["owner"] = None
     # A namespace named by the caller is checked with the job; the context's is looked up
     # only when the job is really sent.
     manifest = render(name, namespace=namespace or "default", **arguments)
+    if run["dry_run"] and namespace is None and backend == "cluster":  # where the real one would go
+        manifest = render(name, namespace=target_namespace(run["kubeconfig"], run["context"]), **arguments)
     if run["dry_run"]:
         meta = manifest["metadata"]
         return TrainResult(name=meta["name"], namespace=meta["namespace"], run_id=arguments["run_id"], phase="DryRun",
@@ -172,10 +198,29 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
         manifest = render(name, namespace=target.cluster.namespace, **arguments)
     from volcano_pipelines.steps._waiting import WaitPolicy, run as run_job  # not needed to render
 
+    from volcano_pipelines.steps._follow import FollowPolicy
+
+    follow = FollowPolicy.every(progress_interval)
     policy = WaitPolicy(timeout_seconds=timeout, on_cancel=on_cancel, on_pod_deleted=on_pod_deleted, wait=run["wait"],
-                        log_lines=log_lines)
+                        log_lines=log_lines, follow=follow)
     with train_spec.named_by_params():  # what the cluster refuses (a missing queue) names the argument too
         return run_job(target, manifest, policy, progress)
+
+
+def target_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
+    """The namespace a job given none is sent to (what a dry run and `vpipe render` show): the
+    kubeconfig context's, the pod's own inside a cluster, else `default`; read without
+    connecting, as the submission reads it (without loading the Kubernetes client). A named
+    kubeconfig that does not exist, or a named context it lacks, is refused as the submission
+    would refuse it."""
+    from volcano_pipelines.k8s.kubeconfig import default_namespace, known_contexts
+
+    if kubeconfig and not os.path.exists(kubeconfig):
+        raise InputError("kubeconfig", kubeconfig, "an existing kubeconfig file")
+    known = known_contexts(kubeconfig) if context else []
+    if known and context not in known:
+        raise InputError("context", context, f"a context of the kubeconfig: {', '.join(known)}")
+    return default_namespace(kubeconfig, context)
 
 
 def _cluster_backend(kubeconfig: str | None, context: str | None) -> ClusterBackend:
@@ -193,6 +238,7 @@ def _backend(name: str, kubeconfig: str | None, context: str | None, local_dir: 
         from volcano_pipelines.backends.local import LocalBackend
 
         # Pod output goes to stderr, so that --json stays alone on stdout.
-        return LocalBackend(local_dir or os.path.join(os.getcwd(), "vpipe-local"), local_data_dir, local_log_dir,
+        return LocalBackend(local_dir if local_dir is not None else os.path.join(os.getcwd(), "vpipe-local"),
+                            local_data_dir, local_log_dir,
                             output=sys.stderr)
     return _cluster_backend(kubeconfig, context)

@@ -5,6 +5,7 @@ Pure: no I/O."""
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -143,9 +144,14 @@ def named_by_params() -> Iterator[None]:
         yield
     except InputError as err:
         param = param_for(err.field)
-        if param == err.field:
+        # The spec paths in the text too ("either code.url or code.path") are the arguments'.
+        allowed = _SPEC_PATH.sub(lambda m: param_for(m.group(0)), err.allowed)
+        if param == err.field and allowed == err.allowed:
             raise
-        raise InputError(param, err.value, err.allowed) from None
+        raise InputError(param, err.value, allowed) from None
+
+
+_SPEC_PATH = re.compile(r"\b[a-z]+\.[a-z_]+(?:\.[a-z_]+)?\b")
 
 
 def tf_spec(**arguments: Any) -> TFJobSpec:

@@ -20,6 +20,8 @@ from volcano_pipelines.errors import ClusterError, WorkFailed
 from volcano_pipelines.labels import RUN_LABEL
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.signals import stop_signals_handled_by
+from volcano_pipelines.steps._follow import FollowPolicy, Follower, fill_result, result_from_annotations
+from volcano_pipelines.steps._restarts import RestartTracker, finish_result, save_post_mortem
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.status import (
     FAILED_PHASES,
@@ -59,6 +61,8 @@ class WaitPolicy:
     # was missed by the job controller (seen after an API server restart: an informer
     # re-list swallowed the phase change); a nudge makes it look again.
     stuck_admitted_seconds: float = 30
+    # Following the training's progress reports (steps/_follow.py, docs/progress.md).
+    follow: FollowPolicy = FollowPolicy()
 
 
 class Cancelled(WorkFailed):
@@ -96,6 +100,8 @@ def run(
             except Cancelled as err:
                 pod_deleted = _own_pod_deleted(backend, policy)
                 action = policy.on_pod_deleted if pod_deleted and policy.on_pod_deleted else policy.on_cancel
+                if action != "keep":  # the record first: deleting or aborting the job deletes its pods
+                    save_post_mortem(session, [])
                 with _hurry_on_signal(session, progress, handle_signals):
                     done = _cancel(session, action)
                 if pod_deleted:
@@ -119,7 +125,8 @@ def job_result(backend: Backend, namespace: str, name: str, log_lines: int = 20)
             if failure is not None and log_lines > 0:
                 failure = replace(failure, log_tail=session.log_tail(failure.pod, log_lines))
             missing = session.missing()
-    return _result(job, created=False, backend=backend.name, failure=failure, missing=missing)
+    return result_from_annotations(_result(job, created=False, backend=backend.name, failure=failure, missing=missing),
+                                   job)
 
 
 class _Waiter:
@@ -140,16 +147,19 @@ class _Waiter:
         self.deadline = started + policy.timeout_seconds if policy.timeout_seconds else None
         self.problem: str | None = None
         self.counts: dict[str, TaskCounts] = {}
-        self.failures_logged = 0
         self.last_hint: float | None = None
         self.admitted_since: float | None = None
         self.last_nudge: float | None = None
+        self.follower = Follower(session, job, progress, clock, policy.follow)
+        self.tracker = RestartTracker(self.namespace, self.name, progress, clock)
 
     def window(self) -> float:
         """How long the next watch request may stay open: short while waiting for the gang
         (hints) and never past the deadline."""
         waiting = self.problem is not None or job_status(self.job).phase in ("Pending", "Inqueue")
         base = self.policy.hint_interval_seconds if waiting else self.policy.watch_window_seconds
+        follow = self.follower.seconds_to_next_read(self.clock())
+        base = base if follow is None else max(1.0, min(base, follow))
         if self.deadline is None:
             return base
         return max(1.0, min(base, self.deadline - self.clock() + 1))
@@ -173,6 +183,7 @@ class _Waiter:
                 else:
                     self.problem = None
                 self.progress.job(self.name, status, self.problem)
+                self.follower.poll(now, status)
                 if self.deadline is not None and now >= self.deadline:
                     return self._timed_out()
         if not finished:
@@ -190,17 +201,15 @@ class _Waiter:
                 failure = replace(failure, log_tail=self.session.log_tail(failure.pod, self.policy.log_lines))
         counts = final_counts(self.counts, counts_from_pods(pods))
         self.progress.job(self.name, replace(status, tasks=counts), None)
-        return _result(self.job, created=self.created, backend=self.backend, failure=failure, counts=counts,
-                       missing=self.session.missing(), linger=self.session.linger_seconds())
+        reported = self.follower.finish()
+        result = _result(self.job, created=self.created, backend=self.backend, failure=failure, counts=counts,
+                         missing=self.session.missing(), linger=self.session.linger_seconds())
+        return fill_result(finish_result(result, self.job, self.session, self.tracker, log_lines=self.policy.log_lines),
+                           reported)
 
     def _log_new_failures(self) -> None:
-        failed = self.session.failed_pods()
-        for pod in failed[self.failures_logged:]:
-            reported = pod_failure([pod])
-            if reported is not None:
-                log.warning("job %s/%s: %s", self.namespace, self.name, reported.describe())
-                self.progress.note(f"job {self.name}: {reported.describe()}")
-        self.failures_logged = len(failed)
+        # Named by cause as they happen; pods the job's own policy stops are no failures.
+        self.tracker.observe(self.job, self.session.failed_pods())
 
     def _pending_hints(self, now: float) -> None:
         if self.last_hint is not None and now - self.last_hint < self.policy.hint_interval_seconds:
@@ -222,6 +231,7 @@ class _Waiter:
 
     def _timed_out(self) -> TrainResult:
         phase_then = job_status(self.job).phase
+        saved = save_post_mortem(self.session, self.tracker.restarts)  # before the abort deletes the pods
         done = self.session.abort("StepTimeout")
         log.warning("job %s/%s: step timeout of %ss reached while %s; %s", self.namespace, self.name,
                     self.policy.timeout_seconds, phase_then, done)
@@ -243,7 +253,9 @@ class _Waiter:
             + f"; job {done}"
         )
         self.progress.job(self.name, job_status(final), None)
-        return result
+        self.tracker.finish()
+        result.restarts, result.post_mortem = list(self.tracker.restarts), saved
+        return fill_result(result, self.follower.state)
 
 
 def _own_pod_deleted(backend: Backend, policy: WaitPolicy) -> bool:

@@ -118,7 +118,8 @@ STEPS: tuple[Step, ...] = (
          positional=("name",)),
     Step("finish_run", "_finish", "RunReport", (),
          "Exit handler: report how the run ended and what its training job did; when the run failed or was "
-         "cancelled, clean up the run's training job per on_failure (an unknown state keeps it).", frozenset({KFP})),
+         "cancelled, clean up the run's training job per on_failure (a state that is not an end state, such as KFP's "
+         "RUNNING, is decided from the job).", frozenset({KFP})),
     Step("reap", "_reap", "ReapResult", ("reap",),
          "Finish a training job whose parameter servers still run after the completion task succeeded "
          "(a CompleteJob Command after the grace period) and report how long they lingered; or sweep a selector.",

@@ -24,6 +24,7 @@ from volcano_pipelines.transfer.plan import (
     check_deletions,
     parse_max_delete,
     quoted_path,
+    selected,
 )
 from volcano_pipelines.transfer.progress import Progress
 from volcano_pipelines.transfer.result import DeletionRefused, SyncFailed, SyncInterrupted, SyncResult
@@ -118,6 +119,7 @@ def _run(request: SyncRequest, result: SyncResult, progress: Progress, started: 
             dest_temps=() if busy else listing.temps,
             rejected=refused,
         )
+        _check_selection(request, [e.path for e in files] + [path for path, _ in refused], plan)
         result.files_selected = len(plan.selected)
         result.bytes_selected = sum(e.size for e in plan.selected)
         in_use = len(listing.temps) if busy else 0
@@ -134,6 +136,32 @@ def _run(request: SyncRequest, result: SyncResult, progress: Progress, started: 
         scanner.shutdown(wait=True)
         source.close()
         progress.finish()
+
+
+def _check_selection(request: SyncRequest, listed: list[str], plan: Plan) -> None:
+    """Before anything is copied: includes that select no listed file are a typo, not an empty
+    dataset (exit 2; one of several that matches nothing is a warning); more shards than files
+    selected would leave workers with empty shards."""
+    unmatched = unmatched_includes(listed, request.include) if request.include and listed else []
+    if unmatched and len(unmatched) == len(set(request.include)):
+        value: str | list[str] = request.include[0] if len(request.include) == 1 else list(request.include)
+        raise InputError("include", value, f"globs that select at least one of the {len(listed)} source files "
+                         "listed (none does; without '/' a glob matches base names, with '/' the path below SRC)")
+    for pattern in unmatched:
+        log.warning("include glob %r selects none of the %d source files listed", pattern, len(listed))
+    if request.shards > len(plan.selected):
+        raise InputError("shards", request.shards, f"0 (no manifests) or at most the number of files selected "
+                         f"({len(plan.selected)}): every shard gets at least one file")
+
+
+def unmatched_includes(paths: Sequence[str], include: Sequence[str]) -> list[str]:
+    """The include globs that match none of `paths` (a typo selects nothing, silently)."""
+    left = list(dict.fromkeys(include))
+    for path in paths:
+        left = [p for p in left if not selected(path, (p,), ())]
+        if not left:
+            break
+    return left
 
 
 def _finish(result: SyncResult, started: float) -> None:

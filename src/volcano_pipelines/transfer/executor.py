@@ -117,7 +117,11 @@ class Executor:
         self.source = source
         self.root = root
         self.opts = options
-        self.progress = progress
+        self._report_bytes = progress
+        # Bytes reported per file in flight: a retried file's earlier bytes are taken back, so
+        # progress never passes 100 % (it showed 200.7 % after one retry).
+        self._sent: dict[str, int] = {}
+        self._sent_lock = threading.Lock()
         self.dirs = DirMaker(root)
         self.stop = threading.Event()  # set on a destination-wide failure (full / denied)
         self.fatal: Exception | None = None
@@ -267,6 +271,11 @@ class Executor:
 
     def _transfer_guarded(self, item: PlanItem) -> Outcome | Future[Outcome]:
         outcome = self._transfer_checked(item)
+        if isinstance(outcome, Future) or outcome.result == Result.COPIED:
+            with self._sent_lock:
+                self._sent.pop(item.path, None)
+        else:  # not copied after all: its bytes are not done
+            self._take_back(item.path)
         if not isinstance(outcome, Future):  # a handed-over file is reported by the committer
             self._report(outcome)
         return outcome
@@ -289,6 +298,17 @@ class Executor:
                     self.fatal = mapped
             self.stop.set()
         return Outcome(outcome.path, Result.FAILED, error=f"destination error: {mapped}", attempts=outcome.attempts)
+
+    def progress(self, path: str, nbytes: int) -> None:
+        with self._sent_lock:
+            self._sent[path] = self._sent.get(path, 0) + nbytes
+        self._report_bytes(path, nbytes)
+
+    def _take_back(self, path: str) -> None:
+        with self._sent_lock:
+            sent = self._sent.pop(path, 0)
+        if sent:
+            self._report_bytes(path, -sent)
 
     def _transfer_checked(self, item: PlanItem) -> Outcome | Future[Outcome]:
         if self.stop.is_set():
@@ -323,6 +343,7 @@ class Executor:
             if attempt > 1 and self.interrupted.is_set():
                 return Outcome(item.path, Result.INTERRUPTED)
             if attempt > 1:
+                self._take_back(item.path)
                 # Whatever went wrong, copy what the source holds now, and check against it.
                 expected = self.source.stat(item.path)
             try:

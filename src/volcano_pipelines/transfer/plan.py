@@ -206,7 +206,7 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
                 body = pat[i + 1 : end]
                 if body.startswith("!"):
                     body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
+                out.append("[" + body.replace("\\", "\\\\").replace("[", "\\[") + "]")  # a "[" inside: literal
                 i = end
         else:
             out.append(re.escape(c))
@@ -217,9 +217,23 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(("" if anchored else r"(?:.*/)?") + body + r"\Z")
 
 
+def _unclosed_class(pattern: str) -> bool:
+    """A '[' with no ']' after it (the class would be read as a literal '[')."""
+    i = pattern.find("[")
+    while i != -1:
+        end = pattern.find("]", i + 1)
+        if end == -1:
+            return True
+        i = pattern.find("[", end + 1)
+    return False
+
+
 def check_glob(pattern: str) -> str | None:
     if not pattern or "\x00" in pattern:
         return "a non-empty glob"
+    if _unclosed_class(pattern):
+        # Read literally, '[' would select only files named with a '[': almost surely a typo.
+        return "a glob whose '[' starts a class closed by ']' (write [[] for a literal '[')"
     try:
         _glob_regex(pattern)
     except re.error as err:

@@ -88,8 +88,21 @@ def short_error(err: BaseException, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+def http_status(err: BaseException) -> int | None:
+    """The HTTP status of an error that carries its answer (requests' HTTPError), else None."""
+    status = getattr(getattr(err, "response", None), "status_code", None)
+    return status if isinstance(status, int) else None
+
+
 def is_transient(err: BaseException) -> bool:
     if isinstance(err, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        return False
+    # An answer that cannot be read (HTML, other JSON: requests' JSONDecodeError is an OSError
+    # too) or a 4xx other than "too many / too slow" is the same on every attempt.
+    if isinstance(err, (ValueError, KeyError, TypeError)):
+        return False
+    status = http_status(err)
+    if status is not None and 400 <= status < 500 and status not in (408, 429):
         return False
     if isinstance(err, RuntimeError):  # hdfs-native: RPCError("<java class>", "<message>")
         text = str(err)
@@ -354,6 +367,26 @@ class FsspecSource(_RootedTree):
             return int(value) if key == "modificationTime" else int(value * 1000)
         return 0
 
+    def _answering(self, what: str, fn: Callable[[], T]) -> T:
+        """`fn` under the retry policy; for webhdfs://, an answer that is not WebHDFS's (a
+        plain web server's page, another service's JSON) is a ClusterError saying so."""
+        try:
+            return with_retries(what, fn)
+        except (KeyError, TypeError, ValueError) as err:  # JSON without FileStatus, HTML, ...
+            if self.location.scheme != "webhdfs":
+                raise
+            raise ClusterError(f"{what} failed: {self.location.authority} does not answer like a WebHDFS "
+                               f"(NameNode HTTP) server: {short_error(err)}") from err
+        except OSError as err:
+            status = http_status(err)
+            if self.location.scheme != "webhdfs" or status is None:
+                raise
+            kind = str(getattr(getattr(err, "response", None), "headers", {}).get("Content-Type", "")).split(";")[0]
+            if kind == "application/json":
+                raise  # a RemoteException fsspec did not map: the NameNode's own words
+            raise ClusterError(f"{what} failed: {self.location.authority} answered HTTP {status} "
+                               f"({kind or 'no content type'}), not like a WebHDFS (NameNode HTTP) server") from err
+
     def list(self) -> tuple[list[Entry], list[tuple[str, str]]]:
         def go() -> tuple[list[Entry], list[tuple[str, str]]]:
             try:
@@ -372,10 +405,10 @@ class FsspecSource(_RootedTree):
                 files.append(Entry(rel, int(meta["size"]), self._mtime_ms(meta)))
             return files, []
 
-        return with_retries(f"listing {self.description}", go)
+        return self._answering(f"listing {self.description}", go)
 
     def stat(self, rel: str) -> Entry:
-        info = with_retries(f"stat {rel}", lambda: self.fs.info(self._abs(rel)))
+        info = self._answering(f"stat {rel}", lambda: self.fs.info(self._abs(rel)))
         return Entry(rel, int(info["size"]), self._mtime_ms(info))
 
     def open(self, rel: str) -> BinaryIO:

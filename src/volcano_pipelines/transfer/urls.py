@@ -68,7 +68,15 @@ def parse_dest(path: str) -> str:
         if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
             raise InputError("dst", path, "a local directory path or file:///path (the mounted volume)")
         path = unquote(parts.path)
-    return _norm(os.path.abspath(path))
+    root = _norm(os.path.abspath(path))
+    # A file on the way (DST=afile/sub) is the same mistake as DST=afile: bad input, found now
+    # rather than as a failed mkdir (exit 1) after the source was listed.
+    above = root
+    while above != "/":
+        above = os.path.dirname(above)
+        if os.path.lexists(above) and not os.path.isdir(above):
+            raise InputError("dst", path if "://" not in path else path, f"a directory path ({above} is a file)")
+    return root
 
 
 def _norm(path: str) -> str:

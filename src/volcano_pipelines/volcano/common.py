@@ -108,9 +108,15 @@ def pod_template(
     )
     if job.deadline is not None:
         spec["activeDeadlineSeconds"] = job.deadline
-    metadata: dict[str, Any] = {"labels": {**job.labels, **role.labels, **identity_labels(step, job.run_id)}}
-    if role.annotations:
-        metadata["annotations"] = dict(role.annotations)
+    if job.pod_security == "restricted":
+        spec["securityContext"] = dict(kube_pods.RESTRICTED_POD)
+        for each in spec["containers"] + spec.get("initContainers", []):
+            each["securityContext"] = dict(kube_pods.RESTRICTED_CONTAINER)
+    # The mesh opt-out first: a label or annotation of the user's own overrides it.
+    mesh = kube_pods.mesh_opt_out(job.istio_sidecar)
+    metadata: dict[str, Any] = {"labels": {**mesh, **job.labels, **role.labels, **identity_labels(step, job.run_id)}}
+    if role.annotations or mesh:
+        metadata["annotations"] = {**mesh, **role.annotations}
     return {"metadata": metadata, "spec": spec}
 
 

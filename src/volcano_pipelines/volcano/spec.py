@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MPI_MASTER_RESOURCES", "MPI_TASKS", "TF_TASKS", "DEFAULT_MPI_IMAGE", "DEFAULT_TF_IMAGE", "DEFAULT_TF_PORT", "CodeSource", "JobOptions", "MPIJobSpec", "Resources", "Role", "Storage", "TFJobSpec"]
+__all__ = ["POD_SECURITY_LEVELS", "MPI_MASTER_RESOURCES", "MPI_TASKS", "TF_TASKS", "DEFAULT_MPI_IMAGE", "DEFAULT_TF_IMAGE", "DEFAULT_TF_PORT", "CodeSource", "JobOptions", "MPIJobSpec", "Resources", "Role", "Storage", "TFJobSpec"]
 
 DEFAULT_TF_IMAGE = "tensorflow/tensorflow:2.16.1"
 DEFAULT_MPI_IMAGE = "volcanosh/example-mpi:0.0.3"
 DEFAULT_TF_PORT = 2222
+# The Pod Security Standards levels a job's pods can be built to meet (privileged is never needed).
+POD_SECURITY_LEVELS = ("baseline", "restricted")
 # The tasks (Volcano task names) of each kind of job.
 TF_TASKS = ("ps", "worker", "chief", "evaluator")
 MPI_TASKS = ("mpimaster", "mpiworker")
@@ -84,6 +86,8 @@ class JobOptions:
     labels: dict[str, str] = field(default_factory=dict)  # on the Job and every pod
     owner: str | None = None  # API_VERSION/KIND/NAME/UID: metadata.ownerReferences of the Job
     restart_on_failure: bool = True  # PodFailed -> RestartJob (bounded by max_retry), else TerminateJob
+    istio_sidecar: bool = False  # False: every pod opts out of sidecar injection (kube/pods.mesh_opt_out)
+    pod_security: str = "baseline"  # the Pod Security Standards level the pods are built to meet (POD_SECURITY_LEVELS)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FAILED_PHASES", "FINAL_PHASES", "SUCCEEDED_PHASES", "JobStatus", "PodFailure", "TaskCounts", "counts_from_pods", "final_counts", "format_progress", "job_status", "latest_counts", "pod_failure", "pod_task", "podgroup_name", "podgroup_phase", "scheduling_problem", "scheduling_problem_from_events"]
+__all__ = ["FAILED_PHASES", "FINAL_PHASES", "JOB_STOPPING_PHASES", "SUCCEEDED_PHASES", "JobStatus", "PodEnd", "PodFailure",
+           "TaskCounts", "counts_from_pods", "ended_before_start", "final_counts", "format_progress", "job_status",
+           "latest_counts", "pod_end", "pod_failure", "pod_task", "podgroup_name", "podgroup_phase", "restart_cause",
+           "scheduling_problem", "scheduling_problem_from_events"]
 
 SUCCEEDED_PHASES = frozenset({"Completed"})
 FAILED_PHASES = frozenset({"Failed", "Aborted", "Terminated"})
@@ -56,11 +59,13 @@ class PodFailure:
     reason: str | None
     message: str | None
     log_tail: str | None = None
+    cause: str | None = None  # PodEnd.cause: evicted, preempted, node lost, OOM killed, exit code N, ...
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "pod": self.pod,
             "task": self.task,
+            "cause": self.cause,
             "exit_code": self.exit_code,
             "reason": self.reason,
             "message": self.message,
@@ -69,6 +74,10 @@ class PodFailure:
 
     def describe(self) -> str:
         parts = [f"pod {self.pod}"]
+        if self.task:
+            parts[0] += f" (task {self.task})"
+        if self.cause and not self.cause.startswith("exit code"):
+            parts[0] += f" {self.cause}"
         if self.exit_code is not None:
             parts.append(f"exit code {self.exit_code}")
         if self.reason:
@@ -186,45 +195,17 @@ def _terminated_state(container_status: Mapping[str, Any]) -> Mapping[str, Any] 
 
 
 def pod_failure(pods: Iterable[Mapping[str, Any]]) -> PodFailure | None:
-    """The first pod (by finish time) that failed: a non-zero exit code or phase Failed."""
-    failures: list[tuple[str, PodFailure]] = []
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        status = pod.get("status") or {}
-        task_name = pod_task(pod)
-        for cs in status.get("containerStatuses") or []:
-            term = _terminated_state(cs)
-            if term and int(term.get("exitCode") or 0) != 0:
-                failures.append(
-                    (
-                        term.get("finishedAt") or "",
-                        PodFailure(
-                            pod=meta.get("name", "?"),
-                            task=task_name,
-                            exit_code=int(term["exitCode"]),
-                            reason=term.get("reason") or status.get("reason"),
-                            message=term.get("message") or status.get("message"),
-                        ),
-                    )
-                )
-                break
-        else:
-            if status.get("phase") == "Failed":
-                failures.append(
-                    (
-                        "~",  # unknown finish time: after those that have one
-                        PodFailure(
-                            pod=meta.get("name", "?"),
-                            task=task_name,
-                            exit_code=None,
-                            reason=status.get("reason"),
-                            message=status.get("message"),
-                        ),
-                    )
-                )
-    if not failures:
+    """The pod whose end comes first (by time) among those that failed, named by its cause
+    (`pod_end`): evicted, preempted, node lost, OOM killed, exit code N. A pod killed by its
+    deletion (exit 137/143) is reported only when no pod failed on its own: it is most often
+    the job stopping the rest of the gang."""
+    ends = [e for e in (pod_end(pod) for pod in pods) if e is not None]
+    own = [e for e in ends if e.cause != "deleted"] or ends
+    first = restart_cause(own)
+    if first is None:
         return None
-    return min(failures, key=lambda f: f[0])[1]
+    return PodFailure(pod=first.pod, task=first.task, exit_code=first.exit_code, reason=first.reason,
+                      message=first.message, cause=first.cause)
 
 
 def format_progress(name: str, status: JobStatus, problem: str | None = None) -> str:
@@ -240,3 +221,159 @@ def format_progress(name: str, status: JobStatus, problem: str | None = None) ->
     if problem:
         line += f" | waiting: {problem}"
     return line
+
+
+# --- what happened to a pod (issue 29): the cause users read instead of "exit code 137, reason Error"
+
+# Phases in which the job's own controller stops pods (CompleteJob, TerminateJob, AbortJob,
+# RestartJob, and maxRetry reached: Failed; Pending again after a restart, while the last run's
+# pods go): a pod killed then is not a failure of its own.
+JOB_STOPPING_PHASES = frozenset({"Completing", "Completed", "Terminating", "Terminated", "Aborting", "Aborted",
+                                 "Restarting", "Failed", "Pending"})
+# Kubernetes' DisruptionTarget condition reasons (pod disruption conditions, GA in 1.31).
+_DISRUPTIONS = {
+    "EvictionByEvictionAPI": "evicted",
+    "PreemptionByScheduler": "preempted",
+    "PreemptionByKubeScheduler": "preempted",  # the reason's name before 1.27
+    "TerminationByKubelet": "evicted",  # node pressure or a graceful node shutdown
+    "DeletionByTaintManager": "node lost",
+    "DeletionByPodGC": "node lost",  # the pod's node is gone
+}
+# pod.status.reason values that name a disruption on their own (older kubelets, no condition).
+_POD_REASONS = {"Evicted": "evicted", "Preempting": "preempted", "NodeLost": "node lost", "Terminated": "node lost",
+                "Shutdown": "node lost", "NodeShutdown": "node lost"}
+# Exit codes of a process stopped by a signal from outside (SIGKILL, SIGTERM): what the kubelet
+# does to a deleted pod's containers.
+_KILLED_EXIT_CODES = frozenset({137, 143})
+# Causes that end a pod from outside (the pod itself did nothing wrong).
+DISRUPTION_CAUSES = frozenset({"evicted", "preempted", "node lost", "deleted"})
+STOPPED_BY_JOB = "stopped by the job"
+
+
+@dataclass(frozen=True)
+class PodEnd:
+    """How one pod ended, in words: `cause` is one of evicted, preempted, node lost, OOM killed,
+    exit code N, failed, deleted, or "stopped by the job" (the job's own policy ended it: not a
+    failure)."""
+
+    pod: str
+    task: str | None
+    cause: str
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    container: str | None = None
+    node: str | None = None
+    at: str | None = None  # when it ended (RFC 3339), where the pod says
+
+    @property
+    def failure(self) -> bool:
+        """Whether this pod's end counts against the job (anything but the job stopping it)."""
+        return self.cause != STOPPED_BY_JOB
+
+    def describe(self) -> str:
+        where = f"pod {self.pod}" + (f" (task {self.task})" if self.task else "")
+        detail = []
+        if self.exit_code is not None and not self.cause.startswith("exit code"):
+            detail.append(f"exit code {self.exit_code}")
+        if self.reason and self.reason != self.cause:
+            detail.append(f"reason {self.reason}")
+        text = f"{where} {self.cause}" + (f" ({', '.join(detail)})" if detail else "")
+        return f"{text}: {self.message}" if self.message else text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pod": self.pod, "task": self.task, "cause": self.cause, "exit_code": self.exit_code,
+                "reason": self.reason, "message": self.message, "container": self.container, "node": self.node,
+                "at": self.at}
+
+
+def _disruption(status: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            return _DISRUPTIONS.get(condition.get("reason") or "", "evicted"), condition
+    return None
+
+
+def _first_bad_container(status: Mapping[str, Any]) -> tuple[str | None, Mapping[str, Any] | None]:
+    """The container that ended worst: OOM-killed first, then the first non-zero exit, then
+    any terminated one (for times)."""
+    terminated = [(cs.get("name"), _terminated_state(cs))
+                  for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]]
+    ended = [(name, term) for name, term in terminated if term]
+    for name, term in ended:
+        if term.get("reason") == "OOMKilled":
+            return name, term
+    for name, term in ended:
+        if int(term.get("exitCode") or 0) != 0:
+            return name, term
+    return (ended[0] if ended else (None, None))
+
+
+def pod_end(pod: Mapping[str, Any], *, job_phase: str | None = None, deleted: bool = False) -> PodEnd | None:
+    """What ended pod `pod`, or None while it runs or when it simply succeeded. `job_phase` is
+    the job's phase when the pod was seen ending (a pod killed while the job completes,
+    terminates or restarts was stopped by the job); `deleted`: the pod object is gone."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    name, task = meta.get("name", "?"), pod_task(pod)
+    node = (pod.get("spec") or {}).get("nodeName")
+    container, term = _first_bad_container(status)
+    exit_code = int(term["exitCode"]) if term and term.get("exitCode") is not None else None
+    finished = (term or {}).get("finishedAt")
+
+    def end(cause: str, reason: str | None, message: str | None, at: str | None) -> PodEnd:
+        return PodEnd(pod=name, task=task, cause=cause, exit_code=exit_code, reason=reason, message=message,
+                      container=container, node=node, at=at or finished or meta.get("deletionTimestamp"))
+
+    disruption = _disruption(status)
+    if disruption is not None:
+        cause, condition = disruption
+        return end(cause, condition.get("reason"), condition.get("message"), condition.get("lastTransitionTime"))
+    if status.get("reason") in _POD_REASONS:
+        return end(_POD_REASONS[status["reason"]], status["reason"], status.get("message"), None)
+    if term and term.get("reason") == "OOMKilled":
+        return end("OOM killed", "OOMKilled", term.get("message"), None)
+    being_deleted = deleted or bool(meta.get("deletionTimestamp"))
+    # A negative code is a signal as the local backend's processes report it (-15: SIGTERM).
+    if being_deleted and (exit_code is None or exit_code in _KILLED_EXIT_CODES or exit_code < 0):
+        if job_phase in JOB_STOPPING_PHASES:
+            return end(STOPPED_BY_JOB, f"job {job_phase}", None, None)
+        return end("deleted", (term or {}).get("reason"), (term or {}).get("message"), None)
+    if exit_code:
+        return end(f"exit code {exit_code}", (term or {}).get("reason") or status.get("reason"),
+                   (term or {}).get("message") or status.get("message"), None)
+    if status.get("phase") == "Failed":
+        return end("failed", status.get("reason"), status.get("message"), None)
+    return None
+
+
+def restart_cause(ends: Iterable[PodEnd]) -> PodEnd | None:
+    """The pod end that set off a restart: the earliest that counts as a failure (pods the job
+    stopped while restarting are its consequence, not its cause); an end with a name (evicted,
+    exit code N, ...) before a bare deletion, which is as often the job's own doing seen before
+    its phase changed; an unknown time goes last."""
+    failures = [e for e in ends if e.failure]
+    if not failures:
+        return None
+    return min(failures, key=lambda e: (e.cause == "deleted", e.at is None, e.at or ""))
+
+
+def ended_before_start(job: Mapping[str, Any], events: Iterable[Mapping[str, Any]], queue: str | None) -> str:
+    """Why a job that Volcano ended before any pod ran ended (issue 28, item 9): the queue
+    problem where known (`queue`: e.g. "queue vpipe does not exist"), the job's state message,
+    and the controller's newest warning event (e.g. `SyncJob ... retry limit reached`)."""
+    state = ((job.get("status") or {}).get("state") or {})
+    parts = []
+    if queue:
+        parts.append(queue)
+    if state.get("message"):
+        parts.append(str(state["message"]))
+    warnings = [e for e in events if e.get("type") == "Warning"]
+    if warnings:
+        newest = max(warnings, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+        text = f"{newest.get('reason')}: {newest.get('message') or ''}".rstrip(": ")
+        if text not in parts:
+            parts.append(f"Volcano: {text}")
+    if not parts:
+        parts.append("Volcano gave no reason (no event or state message)")
+    return "no pod ever ran: " + "; ".join(parts)

@@ -33,6 +33,7 @@ from volcano_pipelines.kube.validate import (
     check_tolerations,
 )
 from volcano_pipelines.volcano.spec import (
+    POD_SECURITY_LEVELS,
     CodeSource,
     JobOptions,
     MPIJobSpec,
@@ -195,6 +196,8 @@ def check_job_options(job: JobOptions, task_replicas: Mapping[str, int], *, alwa
         if not job.run_id:
             fail("job.run_id", job.run_id, "a non-empty label value")
     check_user_labels("job.labels", job.labels)
+    if job.pod_security not in POD_SECURITY_LEVELS:
+        fail("job.pod_security", job.pod_security, f"one of {', '.join(POD_SECURITY_LEVELS)}")
     if job.owner is not None:
         owner_reference("job.owner", job.owner)
 
@@ -235,6 +238,9 @@ def validate_mpi(spec: MPIJobSpec) -> None:
         fail("mpimaster.replicas", spec.master.replicas, "exactly 1")
     check_role("mpiworker", spec.worker)
     check_job_options(spec.job, {"mpimaster": 1, "mpiworker": spec.worker.replicas}, always_needed=1, scaled="mpiworker")
+    if spec.job.pod_security != "baseline":
+        fail("job.pod_security", spec.job.pod_security, "baseline for an MPI job: its workers run sshd, which needs "
+             "root and capabilities the restricted level forbids")
     check_code(spec.code)
     check_storage(spec.storage)
     if not spec.command:

@@ -36,7 +36,8 @@ def load(name: str) -> dict[str, Any]:
     committed copy under pipelines/argo/ to it."""
     from volcano_pipelines.argo.compile import OUT_DIR
 
-    return yaml.safe_load(_rendered()[f"{OUT_DIR}/{name}"])
+    # libyaml's safe loader: the same objects, a tenth of the pure-Python parser's CPU.
+    return yaml.load(_rendered()[f"{OUT_DIR}/{name}"], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def template(workflow_template: dict[str, Any], name: str | None = None) -> dict[str, Any]:

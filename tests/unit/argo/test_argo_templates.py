@@ -24,7 +24,7 @@ from volcano_pipelines.argo.outputs import output_files, termination_message
 from volcano_pipelines.steps.params import params
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps._train import render_mpi, render_tf
+from volcano_pipelines.steps._train import render_mpi, render_tf, train_tf
 
 ARTIFACTS = argo_compile.artifacts()
 
@@ -221,6 +221,27 @@ def test_output_files() -> None:
     assert files["message"] == "" and "tasks" not in files and "failure" not in files
 
 
+def test_the_training_figures_and_the_post_mortem_are_outputs_of_their_own() -> None:
+    result = TrainResult("mnist", "ml", "r1", "Failed", False,
+                         progress={"step": 2400, "total": 6000, "loss": 0.1512, "examples_per_second": 3556.6},
+                         last_checkpoint={"step": 2000, "path": "/logs/ckpt-2000"},
+                         post_mortem={"json": "/x/ml/mnist.json", "summary": "## Post-mortem\n| mnist-worker-0 | 3 |\n"}
+                         ).to_dict()
+    files = output_files(result)
+    assert (files["final-step"], files["total-steps"], files["final-loss"], files["examples-per-second"],
+            files["last-checkpoint-step"]) == ("2400", "6000", "0.1512", "3556.6", "2000")
+    assert files["post-mortem"] == "## Post-mortem\n| mnist-worker-0 | 3 |\n"
+    # A job that reported nothing and has no record: the outputs exist, empty.
+    empty = output_files(TrainResult("mnist", "ml", "r1", "Completed", True).to_dict())
+    assert {name: empty[name] for name in ("final-step", "final-loss", "last-checkpoint-step", "post-mortem")} == \
+        dict.fromkeys(("final-step", "final-loss", "last-checkpoint-step", "post-mortem"), "")
+    assert output_files(TrainResult("m", "ml", None, "Failed", False, post_mortem={"error": "job not found"}).to_dict()
+                        )["post-mortem"] == "job not found"
+    # The train templates declare each of them as an output parameter.
+    assert {"final-step", "total-steps", "final-loss", "examples-per-second", "last-checkpoint-step",
+            "post-mortem"} <= set(output_names(train_tf))
+
+
 def test_a_failed_steps_termination_message_names_the_pod_the_exit_code_and_the_last_log_lines() -> None:
     result = TrainResult("mnist", "ml", "r1", "Failed", False, message="job ml/mnist Failed: pod mnist-worker-0, exit code 3",
                          failure={"pod": "mnist-worker-0", "exit_code": 3,
@@ -301,6 +322,7 @@ def test_sync_container_copies_into_the_mounted_volume(tmp_path: Path) -> None:
     src = tmp_path / "src"
     (src / "a").mkdir(parents=True)
     (src / "a" / "one.txt").write_text("1")
+    (src / "a" / "three.txt").write_text("3")  # two shards need two files selected (issue 33, item 12)
     (src / "two.log").write_text("2")
     dst = tmp_path / "data" / "mnist"
     sync_yaml = load("sync.yaml")
@@ -312,7 +334,7 @@ def test_sync_container_copies_into_the_mounted_volume(tmp_path: Path) -> None:
     run = local_run.run(tmpl, {"src": str(src), "dst": str(dst), "exclude": "*.log", "shards": "2"}, tmp_path)
     assert run.returncode == 0, run.stderr
     assert (dst / "a" / "one.txt").read_text() == "1" and not (dst / "two.log").exists()
-    assert run.outputs["copied"] == "1" and run.outputs["ok"] == "true"
+    assert run.outputs["copied"] == "2" and run.outputs["ok"] == "true"
     assert len(json.loads(run.outputs["result"])["shard_manifests"]) == 2
 
 
@@ -350,7 +372,8 @@ def test_train_and_serve_wires_every_required_input() -> None:
     assert train_args["data-subpath"] == "{{workflow.parameters.name}}" and "data-subpath" not in declared
     assert "namespace" not in train_args  # the train template's own: the workflow's
     assert declared["data-pvc"]["value"] == "vpipe-data" and declared["log-pvc"]["value"] == "vpipe-logs"
-    assert "value" not in declared["sync-src"] and "value" not in declared["timeout"]
+    # Required: the dataset. The training timeout has the pipelines' shared default (steps/pipelines.py).
+    assert "value" not in declared["sync-src"] and declared["timeout"]["value"] == "86400"
     # The lifecycle steps act on the job train created, in the workflow's namespace, on the log PVC.
     args = {name: {p["name"]: p["value"] for p in tasks[name]["arguments"]["parameters"]}
             for name in ("reap", "tensorboard", "serve")}
@@ -392,8 +415,8 @@ def test_reap_job_is_left_out_when_empty(tmp_path: Path) -> None:
     (tmp_path / "given").mkdir()
     empty = local_run.run(tmpl, {"timeout": "5", "job": ""}, tmp_path / "empty")
     assert empty.returncode == 2, empty.stderr
-    assert "either a job name or a selector (not both, not neither)" in empty.stderr
-    assert "JOB=None" in empty.stderr  # not JOB='' : the word was left out
+    # The word was left out (not JOB=''): neither JOB nor --selector, said in the CLI's words.
+    assert "a JOB or --selector SELECTOR is needed" in empty.stderr and "JOB=''" not in empty.stderr
     given = local_run.run(tmpl, {"timeout": "5", "job": "mnist", "selector": "app=x"}, tmp_path / "given")
     assert given.returncode == 2, given.stderr
     assert "JOB='mnist'" in given.stderr

@@ -167,3 +167,17 @@ def test_tail_reads_the_last_lines(tmp_path: Path) -> None:
     assert tail(log, 3) == "line 4997\nline 4998\nline 4999"
     log.write_text("only")
     assert tail(log, 3) == "only"
+
+
+def test_a_tf_job_with_parameter_servers_and_no_chief_is_warned_about() -> None:
+    """Issue 33, item 7: TF2 code without a coordinator waits for ever; the local backend says so."""
+    from volcano_pipelines.local.plan import coordinator_note
+    from volcano_pipelines.steps import render_tf
+
+    without = render_tf("nochief", ps=1, workers=2, code_url="http://files.example/m/")
+    note = coordinator_note(without)
+    assert note is not None and "no chief" in note and "--chief" in note and "--timeout" in note
+    assert coordinator_note(render_tf("chief", ps=1, workers=2, chief=True, code_url="http://files.example/m/")) is None
+    from volcano_pipelines.steps import render_mpi
+
+    assert coordinator_note(render_mpi("mpi", workers=2, command=["python3", "train.py"])) is None

@@ -14,6 +14,8 @@ import pytest
 import yaml
 
 from volcano_pipelines.cli import main
+from volcano_pipelines.cli.flags import cli_help, in_flags, negated_help
+from volcano_pipelines.steps.spelling import flag_spec
 from volcano_pipelines.k8s.client import connect
 from volcano_pipelines.steps.params import params
 from volcano_pipelines.steps._train import status, train_mpi, train_tf
@@ -109,7 +111,7 @@ def not_an_api_server() -> Iterator[str]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)  # shutdown waits one poll
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
@@ -167,5 +169,7 @@ def test_cli_help_is_derived_from_the_step_signature_and_docstring(
         assert param.help, f"{param.name} has no docstring entry"
         if param.name in ("name", "args", "command") and command[0] == "status" or param.name == "args":
             continue
-        words = " ".join(param.help.split())[:40]
+        # As the command line words it: flags for argument names, a --no-X switch's own sense.
+        text = negated_help(param.help) if flag_spec(param).kind == "negated" else param.help
+        words = " ".join(cli_help(in_flags(step, text, ())).split())[:40]  # type: ignore[arg-type]
         assert words in help_text, f"{param.name}: {words!r} not in --help"

@@ -62,7 +62,8 @@ def test_flags_reach_the_job(capsys: pytest.CaptureFixture[str]) -> None:
     wt = tasks(job)["worker"]["template"]
     assert wt["metadata"]["labels"]["kwok/fail"] == "1"
     assert "kwok/fail" not in tasks(job)["ps"]["template"]["metadata"]["labels"]
-    assert wt["metadata"]["annotations"] == {"note": "hi"}
+    # The mesh opt-out of every pod beside the user's own annotation (docs/kfp.md, "Multi-user KFP").
+    assert wt["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false", "note": "hi"}
     assert wt["spec"]["nodeSelector"] == {"gpu": "v100"}
     assert wt["spec"]["tolerations"] == [
         {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"},

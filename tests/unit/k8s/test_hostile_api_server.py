@@ -42,6 +42,23 @@ def _quick_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
 
 
+@pytest.fixture(scope="module")
+def tls_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One self-signed certificate for every TLS server of the module: making a key pair costs
+    more than most of these tests (certificate() reuses the one in the directory)."""
+    return tmp_path_factory.mktemp("tls")
+
+
+@pytest.fixture()
+def silent_quickly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For the tests that wait on a silent server: half a second per request, and the retry
+    policy's pause not slept. What they check (one retry at most, then "did not answer in
+    time", bounded) does not depend on either length; the time is real waiting, nothing else."""
+    monkeypatch.setenv(REQUEST_TIMEOUT_ENV, "0.5")
+    real_call = retry.call
+    monkeypatch.setattr(retry, "call", lambda *a, **k: real_call(*a, **{**k, "sleep": lambda _s: None}))
+
+
 def run(argv: list[str], kubeconfig: str, capsys: pytest.CaptureFixture[str],
         caplog: pytest.LogCaptureFixture) -> tuple[int, str, str]:
     caplog.set_level(logging.INFO)
@@ -62,8 +79,8 @@ GARBAGE_CASES = ([(command, kind, False) for command in sorted(COMMANDS) for kin
                          ids=[f"{c}-{k}-{'tls' if t else 'http'}" for c, k, t in GARBAGE_CASES])
 def test_a_server_answering_200_garbage_is_a_cluster_error(command: str, kind: str, tls: bool, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str],
-                                                           caplog: pytest.LogCaptureFixture) -> None:
-    with serve(kind, tls_dir=tmp_path if tls else None) as server:
+                                                           caplog: pytest.LogCaptureFixture, tls_dir: Path) -> None:
+    with serve(kind, tls_dir=tls_dir if tls else None) as server:
         code, err, logged = run(COMMANDS[command], server.kubeconfig(tmp_path), capsys, caplog)
     assert code == EXIT_CLUSTER, err
     assert "not answering like a Kubernetes API server" in err and server.url in err, err
@@ -107,8 +124,9 @@ SILENT_CASES = [(command, False) for command in sorted(COMMANDS)] + [("status", 
                          ids=[f"{c}-{'tls' if t else 'http'}" for c, t in SILENT_CASES])
 def test_a_server_that_never_answers_costs_two_request_timeouts(command: str, tls: bool, tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str],
-                                                                caplog: pytest.LogCaptureFixture) -> None:
-    with serve("silent", tls_dir=tmp_path if tls else None) as server:
+                                                                caplog: pytest.LogCaptureFixture, tls_dir: Path,
+                                                                silent_quickly: None) -> None:
+    with serve("silent", tls_dir=tls_dir if tls else None) as server:
         started = time.monotonic()
         code, err, logged = run(COMMANDS[command], server.kubeconfig(tmp_path), capsys, caplog)
         took = time.monotonic() - started
@@ -118,13 +136,14 @@ def test_a_server_that_never_answers_costs_two_request_timeouts(command: str, tl
     # Each request once more at most (reap follows several collections at once), then the error.
     paths = [path for _method, path in server.requests]
     assert paths and max(paths.count(path) for path in paths) <= 2, server.requests
-    # Bounded: two 1 s requests and one pause. A hang would be stopped by nothing (before: forever).
+    # Bounded: two 0.5 s requests (the pause is not slept). A hang would be stopped by nothing (before: forever).
     assert took < 30, took
 
 
 def test_a_listener_that_never_completes_the_tls_handshake_is_bounded(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str],
-                                                                      caplog: pytest.LogCaptureFixture) -> None:
+                                                                      caplog: pytest.LogCaptureFixture,
+                                                                      silent_quickly: None) -> None:
     with silent_listener() as address:
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(
@@ -139,14 +158,15 @@ def test_a_listener_that_never_completes_the_tls_handshake_is_bounded(tmp_path: 
 def test_train_timeout_covers_submission(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                          caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--timeout` is the step's whole budget: a silent server cannot hold the submission past it
-    even when one request may take longer (here 60 s)."""
+    even when one request may take longer (here 60 s). The shortest budget there is (1 s): the
+    test waits it out."""
     monkeypatch.setenv(REQUEST_TIMEOUT_ENV, "60")
     with serve("silent") as server:
         started = time.monotonic()
-        code, err, logged = run([*COMMANDS["train"], "--timeout", "3"], server.kubeconfig(tmp_path), capsys, caplog)
+        code, err, logged = run([*COMMANDS["train"], "--timeout", "1"], server.kubeconfig(tmp_path), capsys, caplog)
         took = time.monotonic() - started
     assert code == EXIT_CLUSTER, err
-    assert "timeout of 3s ran out" in err, err
+    assert "timeout of 1s ran out" in err, err
     assert "created" not in logged
     assert took < 20, took  # before: one request alone waited for ever
 
@@ -184,3 +204,51 @@ def test_a_bad_request_timeout_setting_is_refused(monkeypatch: pytest.MonkeyPatc
     with serve("silent") as server:
         assert main(["status", "mnist", "--kubeconfig", server.kubeconfig(tmp_path)]) == 2
     assert REQUEST_TIMEOUT_ENV in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- round three (issue 33)
+
+
+@pytest.mark.parametrize("command", ["tensorboard", "serve", "pv-reuse", "namespace-prepare", "status"])
+def test_a_plain_web_servers_404_page_is_not_a_missing_object(command: str, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    """Item 3: any web server answers 404 with HTML for a path it lacks; that is the wrong server
+    (exit 3), not a PVC / PV / secret the user named wrongly (exit 2)."""
+    with serve("html-404") as server:
+        code, err, logged = run(COMMANDS[command], server.kubeconfig(tmp_path), capsys, caplog)
+    assert code == EXIT_CLUSTER, err
+    assert "not answering like a Kubernetes API server" in err and "HTTP 404" in err, err
+    assert "invalid" not in err
+    assert len(server.requests) == 1, server.requests  # asked once: the same page every time
+
+
+def test_an_https_address_at_a_plain_http_port_is_reported_at_once(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str],
+                                                                   caplog: pytest.LogCaptureFixture,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 10: a TLS handshake with a server that does not speak TLS fails the same way every
+    time: no retries (before: 17 s of them), and our sentence instead of urllib3's repr."""
+    pauses: list[float] = []
+    real_call = retry.call
+    monkeypatch.setattr(retry, "call", lambda *a, **k: real_call(*a, **{**k, "sleep": pauses.append}))
+    with serve("html") as server:
+        server.url = server.url.replace("http://", "https://")
+        code, err, _ = run(COMMANDS["status"], server.kubeconfig(tmp_path), capsys, caplog)
+    assert code == EXIT_CLUSTER
+    assert pauses == []
+    assert "does not speak TLS" in err and server.url in err, err
+    assert "HTTPSConnectionPool" not in err and "Max retries" not in err
+
+
+def test_a_certificate_that_does_not_verify_is_not_retried(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           caplog: pytest.LogCaptureFixture,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    pauses: list[float] = []
+    real_call = retry.call
+    monkeypatch.setattr(retry, "call", lambda *a, **k: real_call(*a, **{**k, "sleep": pauses.append}))
+    with serve("json", tls_dir=tmp_path) as server:
+        server.ca_file = None  # the system's CAs: the self-signed certificate does not verify
+        code, err, _ = run(COMMANDS["status"], server.kubeconfig(tmp_path), capsys, caplog)
+    assert code == EXIT_CLUSTER
+    assert pauses == [] and "does not verify" in err, err

@@ -19,12 +19,15 @@ from volcano_pipelines.kfp.platform import StepPod
 from volcano_pipelines.kfp.runtime import step_function
 from volcano_pipelines.kfp.specs import COMPONENTS
 from volcano_pipelines.steps.params import params
+from volcano_pipelines.steps.pipelines import shared_defaults
 
 RUN_ID = "{{$.pipeline_job_uuid}}"
 
 
 def _compiled(kind: str, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    docs = list(yaml.safe_load_all(compile_text(pipelines.train_and_serve(kind, **kwargs))))
+    # libyaml's safe loader: the same objects, a tenth of the pure-Python parser's CPU.
+    docs = list(yaml.load_all(compile_text(pipelines.train_and_serve(kind, **kwargs)),
+                              Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     return docs[0], (docs[1] if len(docs) > 1 else {})
 
 
@@ -47,7 +50,10 @@ def test_pipeline_parameters_take_the_steps_defaults(kind: str) -> None:
         param = next(p for p in params(step_function(COMPONENTS[component].step)) if p.name == name)
         base, _ = kfp_type(param.hint)
         definition = given[item.name]
-        if item.required or param.required:
+        shared = shared_defaults(COMPONENTS[component].step)
+        if name in shared and item.default is None:  # the pipelines' shared default (steps/pipelines.py)
+            assert definition["defaultValue"] == kfp_default(shared[name], base), item.name
+        elif item.required or param.required:
             assert "defaultValue" not in definition and not definition.get("isOptional"), item.name
         elif item.default is not None:  # the pipeline's own default (the training timeout)
             assert definition["defaultValue"] == kfp_default(item.default, base), item.name
@@ -138,7 +144,7 @@ def _check_lifecycle_chain(spec: dict[str, Any], tasks: dict[str, dict[str, Any]
         assert condition == "inputs.parameter_values['pipelinechannel--serve_model'] == true"
     # Every lifecycle parameter the run form shows is typed, with the step's default.
     given = spec["root"]["inputDefinitions"]["parameters"]
-    assert given["log_pvc"]["parameterType"] == "STRING" and "defaultValue" not in given["log_pvc"]
+    assert given["log_pvc"]["parameterType"] == "STRING" and given["log_pvc"]["defaultValue"] == "vpipe-logs"
     assert given["tensorboard_timeout"] == {"defaultValue": 300.0, "description": given["tensorboard_timeout"]["description"],
                                             "isOptional": True, "parameterType": "NUMBER_DOUBLE"}
     if kind == "tf":
@@ -200,8 +206,11 @@ def test_no_task_is_retried_by_kfp_unless_asked() -> None:
 def test_a_number_that_may_be_none_cannot_be_a_pipeline_parameter() -> None:
     # KFP has no "unset" for numbers in a run form (and kfp.local refuses an optional
     # parameter without a default): such step arguments are compile-time options.
-    with pytest.raises(TypeError, match="timeout"):
-        pipelines.pipeline_parameter(pipelines.Input("timeout", (("train_tf", "timeout"),)))
+    with pytest.raises(TypeError, match="min_available"):
+        pipelines.pipeline_parameter(pipelines.Input("min_available", (("train_tf", "min_available"),)))
+    # The training timeout is one only because the pipelines give it a default of their own.
+    parameter, _ = pipelines.pipeline_parameter(pipelines.Input("timeout", (("train_tf", "timeout"),)))
+    assert parameter.default == 86400.0
 
 
 @pytest.mark.parametrize("kind", pipelines.KINDS)
@@ -230,3 +239,26 @@ def test_kerberos_secret_and_hadoop_conf_reach_the_sync_step_pod_only(kind: str)
     assert sync_task["kerberos_principal"] == {"componentInputParameter": "pipelinechannel--kerberos_principal"}
     with pytest.raises(ValueError, match="StepPod.kerberos_secret"):
         step_platform.StepPod(kerberos_secret="Bad_Name")
+
+
+@pytest.mark.parametrize(("kwargs", "field", "value"), [
+    ({"image_pull_secrets": "registry"}, "StepPod.image_pull_secrets", "registry"),
+    ({"image_pull_secrets": ("Not_A_Name",)}, "StepPod.image_pull_secrets", "Not_A_Name"),
+    ({"tolerations": "k=v:NoSchedule"}, "StepPod.tolerations", "k=v:NoSchedule"),
+    ({"tolerations": ("no-effect",)}, "StepPod.tolerations", "no-effect"),
+    ({"node_selector": "pool=system"}, "StepPod.node_selector", "pool=system"),
+    ({"node_selector": {"pool": 3}}, "StepPod.node_selector", {"pool": 3}),
+])
+def test_step_pod_refuses_values_of_the_wrong_shape(kwargs: dict, field: str, value: object) -> None:  # type: ignore[type-arg]
+    """Issue 33, item 5: a string where a list is meant was split into characters (eight pull
+    secrets r, e, g, ...), a string node selector was an AttributeError."""
+    from volcano_pipelines.errors import InputError
+
+    with pytest.raises(InputError) as caught:
+        StepPod(**kwargs)
+    assert (caught.value.field, caught.value.value) == (field, value)
+
+
+def test_step_pod_takes_lists_as_tuples() -> None:
+    pod = StepPod(image_pull_secrets=["registry"], tolerations=["k=v:NoSchedule"])  # type: ignore[arg-type]
+    assert pod.image_pull_secrets == ("registry",) and pod.tolerations == ("k=v:NoSchedule",)

@@ -107,3 +107,20 @@ def test_train_bad_input_names_the_argument(tmp_path: Path, capsys: pytest.Captu
 def test_every_component_names_a_step_that_exists() -> None:
     for spec in COMPONENTS.values():
         assert callable(step_function(spec.step))
+
+
+def test_the_post_mortem_artifact_is_where_the_step_saves_its_records(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from volcano_pipelines.backends.postmortem import default_directory, write_record
+
+    monkeypatch.setenv("VPIPE_POST_MORTEM_DIR", str(tmp_path / "elsewhere"))  # restored after the test
+    artifact = Markdown(tmp_path / "post_mortem")
+    run_step("train_tf", {"name": "mnist", "image": "tf:1", "dry_run": True, "namespace": "team-a"},
+             metrics=Metrics(), summary=Markdown(tmp_path / "summary.md"), post_mortem=artifact)
+    # A dry run has no job: the artifact says so rather than being an empty directory.
+    assert [p.name for p in Path(artifact.path).iterdir()] == ["README.md"]
+    assert "No post-mortem record" in (Path(artifact.path) / "README.md").read_text()
+    # What the step saves from here on lands in the artifact (a directory KFP uploads).
+    assert default_directory() == Path(artifact.path)
+    saved = write_record({"job": {"namespace": "team-a", "name": "mnist"}, "pods": [], "bytes": 10})
+    assert Path(saved["json"]) == Path(artifact.path) / "team-a" / "mnist.json"

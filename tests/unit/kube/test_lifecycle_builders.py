@@ -52,8 +52,9 @@ def test_tensorboard_fixed_node_port_cluster_ip_and_job_owner() -> None:
     mount = pod_spec(inner[0])["containers"][0]["volumeMounts"][0]
     assert "subPath" not in mount  # the PVC's root
     owner = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "mnist", "uid": "j"}
-    owned = build_tensorboard(TensorboardSpec(name="tb", namespace="ml", log_pvc="logs", owner=owner))
-    assert owned[0]["metadata"]["ownerReferences"] == [owner]
+    run = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": "run-1", "uid": "w"}
+    owned = build_tensorboard(TensorboardSpec(name="tb", namespace="ml", log_pvc="logs", owners=(run, owner)))
+    assert owned[0]["metadata"]["ownerReferences"] == [run, owner]  # deleted once both are gone
 
 
 def test_template_hash_changes_with_the_template_only() -> None:

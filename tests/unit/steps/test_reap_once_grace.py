@@ -2,7 +2,7 @@
 waits for it to come due and reaps it, instead of exiting with it "not due". Every other
 test of the loop starts outside the grace period (and every integration run uses --grace 0),
 so only this one sees the wait. The wall clock here moves with real time (the loop's own
-timers wake it): a grace period of 1.5 s."""
+timers wake it): a grace period of 1.5 s, coming due 0.3 s into the sweep."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ def moving_wall(start: datetime):  # type: ignore[no-untyped-def]
 
 
 def test_once_waits_for_a_job_in_its_grace_period_and_reaps_it(actions: Recorder) -> None:  # noqa: F811
-    # The workers finished at T0+20 (the completion task); the sweep starts at T0+20.5 with a
-    # grace period of 1.5 s: the job comes due one second into the sweep.
+    # The workers finished at T0+20 (the completion task); the sweep starts at T0+21.2 with a
+    # grace period of 1.5 s: the job comes due 0.3 s into the sweep (a real wait: keep it short).
     sweep = InMemorySweep(trained_job(), now=T0, grace=1.5, once=True)
-    sweep.wall = moving_wall(T0 + timedelta(seconds=20.5))
+    sweep.wall = moving_wall(T0 + timedelta(seconds=21.2))
     sweep.started_wall = sweep.wall()
     actions.live["sweep"] = sweep  # type: ignore[attr-defined]
     result = sweep.run()

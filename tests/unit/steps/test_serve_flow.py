@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.clock import VirtualClock
 from tests.unit.kube.tfserving_standin import standin, status_body
 from volcano_pipelines.k8s import apps
 from volcano_pipelines.k8s import client as k8s_client
@@ -111,9 +112,13 @@ def fake(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
         monkeypatch.setattr(k8s_client, "connect", api.connect)
         for name in ("get", "apply", "patch", "wait_for_rollout", "check_all"):
             monkeypatch.setattr(apps, name, getattr(api, name))
-        # TF Serving's status asked every 50 ms instead of every 2 s: the same answers, sooner.
+        # TF Serving's status asked every 50 ms instead of every 2 s: the same answers, sooner;
+        # and on a clock that moves only when the wait sleeps, so a model that never comes up
+        # costs its ~20 real requests, not the second of real time its timeout names.
+        clock = VirtualClock()
         monkeypatch.setattr(serving, "wait_model_available",
-                            functools.partial(serving.wait_model_available, interval=0.05))
+                            functools.partial(serving.wait_model_available, interval=0.05, clock=clock,
+                                              sleep=clock.sleep))
         return api
 
     return make

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.clock import VirtualClock
 from tests.unit.kube.tfserving_standin import standin, status_body
 from volcano_pipelines.cli import main
 from volcano_pipelines.kube.rollout import (
@@ -112,21 +113,10 @@ def test_prune_deletes_only_old_numbered_directories(tmp_path: Path) -> None:
     assert local_listing(str(tmp_path / "missing")) is None
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 def test_wait_model_available_against_the_stand_in() -> None:
     script = [(404, NO_VERSIONS), (200, status_body((2, "START"))), (200, status_body((2, "LOADING"))),
               (200, status_body((2, "AVAILABLE")))]
-    clock = FakeClock()
+    clock = VirtualClock()
     seen: list[str] = []
     with standin("mnist", script) as server:
         state = wait_model_available(_direct_fetch(server.url), "mnist", [2], timeout=60, clock=clock, sleep=clock.sleep,
@@ -137,7 +127,7 @@ def test_wait_model_available_against_the_stand_in() -> None:
 
 
 def test_wait_model_available_fails_on_a_load_error_and_times_out() -> None:
-    clock = FakeClock()
+    clock = VirtualClock()
     with standin("m", [(200, status_body((3, "END"), error_code="NOT_FOUND", error_message="bad graph"))]) as server:
         state = wait_model_available(_direct_fetch(server.url), "m", [3], timeout=60, clock=clock, sleep=clock.sleep)
     assert state.failed and "bad graph" in state.message and clock.now == 0

@@ -62,7 +62,6 @@ def test_tensorboard_lands_where_the_node_selector_and_tolerations_say(capsys: p
 
 
 @pytest.mark.parametrize("argv, flag", [
-    ([], "JOB"),
     (["j", "--selector", "app=x"], "JOB"),
     (["Bad_Job"], "JOB"),
     (["j", "--once"], "--once"),

@@ -66,6 +66,8 @@ def main() -> int:
     # where SIGINT was not ignored at start, and a test run started with SIGINT ignored
     # (`scripts/test &` from a script, nohup) passes the ignoring on to this process.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # nohup'd runs pass an ignored SIGHUP on too
+        signal.signal(sig, signal.SIG_DFL)
     register_implementation(PROTOCOL, GatedFileSystem, clobber=True)
     from volcano_pipelines.cli import main as vpipe
 

@@ -560,3 +560,100 @@ def test_a_full_destination_stops_the_sync_cleanly(tmp_path: Path, tiny_volume: 
     for rel, data in tree.items():  # whatever has a final name is complete
         assert data == files[rel], rel
     assert temp_files(dst) == []
+
+
+class _BreaksMidFile(LocalSource):
+    """A local source whose first read of one file delivers `good` bytes, then the connection
+    drops (ConnectionResetError): the retry reads it whole."""
+
+    def __init__(self, root: str, path: str, good: int) -> None:
+        super().__init__(root)
+        self.path, self.good, self.opens = path, good, 0
+
+    def open(self, rel: str):  # type: ignore[no-untyped-def]
+        handle = super().open(rel)
+        if rel != self.path:
+            return handle
+        self.opens += 1
+        if self.opens > 1:
+            return handle
+        good = self.good
+
+        class _Half:
+            def read(self, n: int = -1) -> bytes:
+                nonlocal good
+                if good <= 0:
+                    raise ConnectionResetError("connection reset by peer")
+                data = handle.read(min(n, good) if n and n > 0 else good)
+                good -= len(data)
+                return data
+
+            def close(self) -> None:
+                handle.close()
+
+            def __enter__(self):  # type: ignore[no-untyped-def]
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                self.close()
+
+        return _Half()
+
+
+@pytest.mark.parametrize("size", [300_000, 3 << 20], ids=["small", "ranged"])
+def test_progress_of_a_retried_file_counts_its_bytes_once(tmp_path: Path, size: int) -> None:
+    """Issue 33, item 13: progress showed 200.7 % after a retried file (both attempts' bytes)."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    data = os.urandom(size)
+    _tree(src, {"big.bin": data, "small.bin": b"ok"})
+    dst.mkdir()
+    source = _BreaksMidFile(str(src), "big.bin", good=size // 3)
+    files, refused = source.list()
+    reported: dict[str, int] = {}
+    opts = Options(transfers=1, max_attempts=3, retry_delay=0.0, chunk_size=1 << 20)
+    executor = Executor(source, str(dst), opts,
+                        progress=lambda path, n: reported.__setitem__(path, reported.get(path, 0) + n))
+    outcomes = {o.path: o for o in executor.run(build_plan(files, [], rejected=refused))}
+    assert (outcomes["big.bin"].result, outcomes["big.bin"].attempts) == ("copied", 2)
+    assert source.opens >= 2 and (dst / "big.bin").read_bytes() == data
+    assert reported["big.bin"] == size and reported.get("small.bin") == 2
+
+
+@pytest.mark.parametrize("corrupt_attempts", [1, 99], ids=["once", "always"])
+def test_checksum_read_back_compares_what_is_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     corrupt_attempts: int) -> None:
+    """Issue 33: `--checksum` verifies by reading the written file back. A byte flipped on disk
+    between the write and that read (storage corruption) must fail the attempt: retried, then
+    copied intact, or failed with no final file - never a corrupt file under its name."""
+    from volcano_pipelines.transfer import executor as executor_mod
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    data = os.urandom(200_000)
+    _tree(src, {"data.bin": data})
+    dst.mkdir()
+    real_hash = executor_mod.hash_file
+    corrupted: list[str] = []
+
+    def corrupt_then_hash(path: str, chunk: int) -> str:
+        if len(corrupted) < corrupt_attempts and ".vpipe-tmp-" in path:
+            with open(path, "r+b") as f:  # one byte flipped in the written file itself
+                f.seek(1000)
+                byte = f.read(1)
+                f.seek(1000)
+                f.write(bytes([byte[0] ^ 0xFF]))
+            corrupted.append(path)
+        return real_hash(path, chunk)
+
+    monkeypatch.setattr(executor_mod, "hash_file", corrupt_then_hash)
+    source = LocalSource(str(src))
+    files, refused = source.list()
+    opts = Options(transfers=1, max_attempts=3, retry_delay=0.0, checksum=True)
+    [outcome] = Executor(source, str(dst), opts).run(build_plan(files, [], rejected=refused))
+    assert corrupted
+    if corrupt_attempts == 1:
+        assert (outcome.result, outcome.attempts) == ("copied", 2)
+        assert (dst / "data.bin").read_bytes() == data
+    else:
+        assert outcome.result == "failed" and outcome.error is not None and "sha256" in outcome.error
+        assert not (dst / "data.bin").exists()
+    assert temp_files(dst) == []

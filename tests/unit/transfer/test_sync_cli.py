@@ -246,6 +246,26 @@ def test_a_second_ctrl_c_abandons_the_copy_but_keeps_the_lock_until_its_temporar
 
 
 @pytest.mark.timeout(120)  # a regression waits on a line that never comes
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_stop_like_ctrl_c_with_a_report_and_no_temporary_file(gated, tmp_path: Path, sig: int) -> None:  # type: ignore[no-untyped-def]
+    """Item 8: what a cancelled pipeline step (SIGTERM) or a closed terminal (SIGHUP) sends. Before:
+    the default action, exit 143 / 129, no line, no --json report, the temporary file left."""
+    src, dst, started = gated
+    run = _GatedSync(tmp_path, src, dst)
+    started.append(run)
+    run.wait_open("a.bin")
+    run.proc.send_signal(sig)
+    run.stderr_line_with(f"{signal.Signals(sig).name} received")
+    run.stderr_line_with("stopping after the 1 file(s) in flight")
+    run.release()
+    code, report, err = run.finish()
+    assert code == 128 + sig
+    assert (report["copied"], report["interrupted"], report["ok"]) == (1, 3, False)
+    assert f"vpipe: error: {report['error']}" in err and "Traceback" not in err
+    assert temp_files(dst) == [] and read_tree(dst) == {"a.bin": (src / "a.bin").read_bytes()}
+
+
+@pytest.mark.timeout(120)  # a regression waits on a line that never comes
 def test_the_temporary_file_of_a_killed_sync_is_a_leftover(gated, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     src, dst, started = gated
     run = _GatedSync(tmp_path, src, dst)

@@ -70,7 +70,7 @@ class _Fake(BaseHTTPRequestHandler):
 def server() -> Iterator[WebHdfsData]:
     _Fake.requests, _Fake.short = [], False
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Fake)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)  # shutdown waits one poll
     thread.start()
     try:
         yield WebHdfsData("127.0.0.1", srv.server_port, "alice", timeout=10)

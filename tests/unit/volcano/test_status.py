@@ -91,7 +91,7 @@ def test_pod_failure_first_non_zero_exit() -> None:
     failure = pod_failure(pods)
     assert failure is not None
     assert (failure.pod, failure.exit_code, failure.reason, failure.task) == ("j-worker-2", 137, "Error", "worker")
-    assert failure.describe() == "pod j-worker-2, exit code 137, reason Error: boom"
+    assert failure.describe() == "pod j-worker-2 (task worker), exit code 137, reason Error: boom"
 
 
 def test_pod_failure_phase_only_and_none() -> None:

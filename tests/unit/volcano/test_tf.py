@@ -115,7 +115,7 @@ def test_roles_get_their_own_resources_image_env_scheduling() -> None:
     assert w["spec"]["nodeSelector"] == {"accel": "v100"}
     assert w["spec"]["tolerations"] == [toleration]
     assert w["metadata"]["labels"]["team"] == "x"
-    assert w["metadata"]["annotations"] == {"note": "hi"}
+    assert w["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false", "note": "hi"}
     assert "nodeSelector" not in tasks(job)["ps"]["template"]["spec"]
 
 

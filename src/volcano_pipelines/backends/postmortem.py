@@ -1,0 +1,124 @@
+"""Where a job's post-mortem record goes and how it is made on the cluster: collected
+(k8s/postmortem.py), built (volcano/postmortem.py, pure) and saved as `<ns>/<job>.json` plus
+`<ns>/<job>.md` under one directory:
+
+- the local backend: `<log_dir>/post-mortem/` (beside the pods' logs);
+- otherwise `$VPIPE_POST_MORTEM_DIR` when set (a pipeline points it at an output directory
+  or a mounted logs volume), else `$XDG_STATE_HOME/volcano-pipelines/post-mortem`
+  (`~/.local/state/...`), where `vpipe status --post-mortem JOB` finds it.
+
+`save_post_mortem` is the one call for anything that is about to delete a job (the train
+step's cleanup, the exit handler): it never raises; what went wrong is in the summary it
+returns."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from volcano_pipelines.backends.base import POST_MORTEM_DIR_ENV
+from volcano_pipelines.k8s import postmortem as collect
+from volcano_pipelines.k8s.client import Cluster
+from volcano_pipelines.k8s.pods import MissingInfo
+from volcano_pipelines.volcano.postmortem import Limits, build_record, log_pods, markdown
+
+__all__ = ["DIR_ENV", "default_directory", "load_post_mortem", "record_paths", "save_post_mortem", "write_record"]
+
+log = logging.getLogger(__name__)
+DIR_ENV = POST_MORTEM_DIR_ENV
+SUMMARY_CHARS = 16 * 1024
+
+
+def default_directory() -> Path:
+    if os.environ.get(DIR_ENV):
+        return Path(os.environ[DIR_ENV])
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(state) / "volcano-pipelines" / "post-mortem"
+
+
+def record_paths(namespace: str, name: str, directory: str | os.PathLike[str] | None = None) -> tuple[Path, Path]:
+    base = Path(directory) if directory is not None else default_directory()
+    return base / namespace / f"{name}.json", base / namespace / f"{name}.md"
+
+
+def now_rfc3339() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_record(record: Mapping[str, Any], directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Save the record and its Markdown summary (each through a temporary file and a rename,
+    so a reader never sees half a record). Returns where, and how big."""
+    job = record.get("job") or {}
+    json_path, md_path = record_paths(str(job.get("namespace") or "default"), str(job.get("name") or "job"), directory)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    for path, text in ((json_path, json.dumps(record, separators=(",", ":"), sort_keys=True)), (md_path, markdown(record))):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    # A short summary travels in the step's result (KFP's Markdown output shows it).
+    short = markdown(record, table_rows=20, log_lines=10, events=10)
+    if len(short) > SUMMARY_CHARS:
+        short = short[:SUMMARY_CHARS] + f"\n\n... (cut; the whole summary is {md_path})\n"
+    return {"json": str(json_path), "markdown": str(md_path), "bytes": int(record.get("bytes") or 0),
+            "pods": len(record.get("pods") or []), "notes": list(record.get("notes") or []), "summary": short}
+
+
+def save_post_mortem(
+    cluster: Cluster,
+    namespace: str,
+    name: str,
+    *,
+    directory: str | os.PathLike[str] | None = None,
+    job: dict[str, Any] | None = None,
+    seen_pods: Sequence[dict[str, Any]] = (),
+    deleted: Iterable[str] = (),
+    restarts: Sequence[Mapping[str, Any]] = (),
+    limits: Limits = Limits(),
+    missing: MissingInfo | None = None,
+) -> dict[str, Any]:
+    """Collect, build and save job `namespace/name`'s post-mortem record; call it before
+    anything deletes the job or its pods. `seen_pods` / `deleted`: pods a watch saw that may
+    be gone now (their uids in `deleted`); `restarts`: the step's restart records. Returns
+    {json, markdown, bytes, pods, seconds, notes} or {error, seconds}; never raises."""
+    started = time.monotonic()
+    try:
+        missing = missing or MissingInfo()
+        state = collect.read_state(cluster, namespace, name, seen_pods=seen_pods, job=job, missing=missing)
+        if state.job is None:
+            return {"error": f"job {namespace}/{name} not found: no post-mortem record",
+                    "seconds": round(time.monotonic() - started, 3)}
+        gone = set(state.deleted) | set(deleted)
+        notes = list(state.notes)
+        alive = [p for p in log_pods(state.job, state.pods, limits) if (p.get("metadata") or {}).get("uid") not in gone]
+        logs = collect.read_logs(cluster, namespace, alive, limits.log_lines, limits.line_chars, notes, missing)
+        record = build_record(state.job, state.pods, state.events, logs, collected_at=now_rfc3339(), deleted=gone,
+                              restarts=restarts, notes=notes, limits=limits)
+        saved = write_record(record, directory)
+    except Exception as err:  # noqa: BLE001 - a record is written on the way out; it must not fail the step
+        log.warning("post-mortem of job %s/%s not written: %s", namespace, name, err)
+        return {"error": f"post-mortem not written: {err}", "seconds": round(time.monotonic() - started, 3)}
+    saved["seconds"] = round(time.monotonic() - started, 3)
+    log.info("post-mortem of job %s/%s: %s (%d bytes, %d pods, %.1fs)", namespace, name, saved["markdown"],
+             saved["bytes"], saved["pods"], saved["seconds"])
+    return saved
+
+
+def load_post_mortem(namespace: str, name: str, directory: str | os.PathLike[str] | None = None
+                     ) -> tuple[dict[str, Any], str] | None:
+    """The saved record and its Markdown summary, or None when there is none."""
+    json_path, md_path = record_paths(namespace, name, directory)
+    try:
+        record = json.loads(json_path.read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        text = md_path.read_text()
+    except OSError:
+        text = markdown(record)
+    return record, text

@@ -1,0 +1,78 @@
+"""Which namespace a request given none goes to, read from the kubeconfig with PyYAML alone:
+`vpipe render` and every dry run show it without loading the Kubernetes client (render stays
+light), and `connect` takes the namespace from here too, so what they show and where the real
+submission goes cannot differ.
+
+The files are merged as the Kubernetes Python client merges them (`KubeConfigMerger`): the
+paths of $KUBECONFIG (or of the named kubeconfig) split on ':', missing ones skipped; the
+first context of a name wins; a later file's current-context replaces an earlier one's."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import yaml
+
+__all__ = ["DEFAULT_NAMESPACE", "IN_CLUSTER_NAMESPACE_FILE", "context_namespace", "default_namespace", "known_contexts",
+           "read_contexts",
+           "read_text"]
+
+DEFAULT_NAMESPACE = "default"
+IN_CLUSTER_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def default_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
+    """The namespace `connect` uses when none is named, read without connecting: the context's,
+    the pod's own in a cluster, else `default`. A kubeconfig that cannot be read gives
+    `default` here; `connect` reports it."""
+    try:
+        if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
+            return read_text(IN_CLUSTER_NAMESPACE_FILE) or DEFAULT_NAMESPACE
+        return context_namespace(kubeconfig, context) or DEFAULT_NAMESPACE
+    except (OSError, yaml.YAMLError, TypeError, AttributeError, ValueError):
+        return DEFAULT_NAMESPACE
+
+
+def context_namespace(kubeconfig: str | None, context: str | None) -> str | None:
+    """The namespace of `context` (default: the current context) in the kubeconfig, or None."""
+    contexts, current = read_contexts(kubeconfig)
+    chosen = contexts.get(context or current or "")
+    namespace = chosen.get("namespace") if isinstance(chosen, dict) else None
+    return str(namespace) if namespace else None
+
+
+def known_contexts(kubeconfig: str | None) -> list[str]:
+    """The kubeconfig's context names; [] when it cannot be read (`connect` says why)."""
+    try:
+        return sorted(read_contexts(kubeconfig)[0])
+    except (OSError, yaml.YAMLError, TypeError, AttributeError, ValueError):
+        return []
+
+
+def read_contexts(kubeconfig: str | None) -> tuple[dict[str, Any], str | None]:
+    """Every context of the kubeconfig (name -> its `context` mapping) and the current one."""
+    contexts: dict[str, Any] = {}
+    current: str | None = None
+    for path in (kubeconfig or os.environ.get("KUBECONFIG", "~/.kube/config")).split(os.pathsep):
+        path = os.path.expanduser(path)
+        if not path or not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as handle:
+            loaded = yaml.safe_load(handle)
+        if not isinstance(loaded, dict):
+            continue
+        for item in loaded.get("contexts") or []:
+            if isinstance(item, dict) and str(item.get("name")) not in contexts:
+                contexts[str(item.get("name"))] = item.get("context") or {}
+        if "current-context" in loaded:
+            current = loaded["current-context"]
+    return contexts, current
+
+
+def read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip() or None
+    except OSError:
+        return None

@@ -1,0 +1,175 @@
+"""Following a job's training progress while the step waits (docs/progress.md): every
+`interval_seconds`, the tail of one pod's log (the chief / MPI master / worker 0, see
+`report_lines.reporting_pod`) is read and parsed; what changed is shown through the Progress
+interface and, at a bounded rate, written as annotations on the Job. The cost is one log read
+per interval and at most one patch per `annotate_interval_seconds`, whatever the job's size.
+
+Nothing here may fail the step: a log that cannot be read, a patch refused, a job whose code
+reports nothing only mean less to show (the session records a refused permission)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from volcano_pipelines.backends.base import Job, JobSession
+from volcano_pipelines.progress import Progress
+from volcano_pipelines.steps._results import TrainResult
+from volcano_pipelines.volcano.report_lines import (
+    ProgressTracker,
+    TrainingProgress,
+    annotations_patch,
+    parse_text,
+    progress_from_annotations,
+    reporting_pod,
+)
+from volcano_pipelines.volcano.status import JobStatus
+
+__all__ = ["FollowPolicy", "Follower", "fill_result", "result_from_annotations"]
+
+log = logging.getLogger(__name__)
+
+# Phases in which the reporting pod may be writing (Restarting: the old pod's last lines).
+_FOLLOWED_PHASES = frozenset({"Running", "Restarting", "Completing", "Terminating", "Aborting"})
+
+
+@dataclass(frozen=True)
+class FollowPolicy:
+    enabled: bool = True
+    # How often the reporting pod's log tail is read.
+    interval_seconds: float = 15.0
+    # How many lines of it: enough to hold the latest report of each kind between two reads.
+    tail_lines: int = 200
+    # The Job's annotations are patched when they changed, at most this often.
+    annotate_interval_seconds: float = 30.0
+
+    @classmethod
+    def every(cls, progress_interval: float) -> FollowPolicy:
+        """The policy for `--progress-interval`: 0 follows nothing; the annotations are patched
+        at most every other read and never more often than every 10 s (30 s by default), so a
+        user asking for frequent reads sees the Job move too while the API server's load stays
+        one small patch per job per 10 s at worst."""
+        if progress_interval <= 0:
+            return cls(enabled=False)
+        return cls(interval_seconds=progress_interval,
+                   annotate_interval_seconds=max(10.0, 2 * progress_interval))
+
+
+class Follower:
+    def __init__(self, session: JobSession, job: Job, progress: Progress, clock: Callable[[], float],
+                 policy: FollowPolicy | None = None, *, wall: Callable[[], float] = time.time) -> None:
+        self.session = session
+        self.progress = progress
+        self.clock = clock
+        self.wall = wall
+        self.policy = policy or FollowPolicy()
+        self.name: str = job["metadata"]["name"]
+        self.pod = reporting_pod(job) if self.policy.enabled else None
+        self.tracker = ProgressTracker()
+        self.last_read: float | None = None
+        self.last_annotated: float | None = None
+        self.annotated: dict[str, str] = {}
+        self.retries: int | None = None
+        self.following = False  # the job is in a phase whose pods may be writing reports
+        self.reads = 0
+        self.patches = 0
+
+    @property
+    def state(self) -> TrainingProgress:
+        return self.tracker.state
+
+    def seconds_to_next_read(self, now: float) -> float | None:
+        """For the wait's watch window: when the next read is due (None: not following)."""
+        if self.pod is None or not self.following:
+            return None
+        if self.last_read is None:
+            return 0.0
+        return max(0.0, self.last_read + self.policy.interval_seconds - now)
+
+    def poll(self, now: float, status: JobStatus) -> None:
+        """Called on every turn of the wait loop; reads only when a read is due."""
+        if self.pod is None:
+            return
+        if self.retries is not None and status.retries > self.retries:
+            # A new attempt: its pods start again (their first lines say where from).
+            self.tracker.restarted()
+        self.retries = status.retries
+        self.following = status.phase in _FOLLOWED_PHASES
+        if not self.following:
+            return
+        if self.last_read is not None and now - self.last_read < self.policy.interval_seconds:
+            self._annotate(now, force=False)
+            return
+        self._read(now)
+
+    def finish(self) -> TrainingProgress:
+        """The job ended: one last read (the final reports) and the annotations brought up to
+        date. Returns what was reported."""
+        if self.pod is not None:
+            self._read(self.clock(), final=True)
+            self._annotate(self.clock(), force=True)
+            if not self.state.reported:
+                self.progress.note(f"job {self.name}: no progress reported")
+        return self.state
+
+    def _read(self, now: float, final: bool = False) -> None:
+        assert self.pod is not None
+        self.last_read = now
+        self.reads += 1
+        text = _tail(self.session, self.pod, self.policy.tail_lines)
+        if self.tracker.observe(parse_text(text), self.wall()):
+            self.progress.training(self.name, self.state)
+        if not final:
+            self._annotate(now, force=False)
+
+    def _annotate(self, now: float, *, force: bool) -> None:
+        wanted = annotations_patch(self.state)
+        if not wanted or wanted == self.annotated:
+            return
+        if not force and self.last_annotated is not None and \
+                now - self.last_annotated < self.policy.annotate_interval_seconds:
+            return
+        annotate = getattr(self.session, "annotate", None)
+        if annotate is None:
+            return
+        self.last_annotated = now
+        changed = {key: value for key, value in wanted.items() if self.annotated.get(key) != value}
+        try:
+            annotate(changed)
+        except Exception as err:  # noqa: BLE001 - the annotations are for people and schedulers, never the verdict
+            log.debug("cannot annotate job %s: %s", self.name, err)
+            return
+        self.patches += 1
+        self.annotated = wanted
+
+
+def _tail(session: JobSession, pod: str, lines: int) -> str | None:
+    """The last lines of the pod's current log: a backend's own progress read where it has one
+    (the cluster: no cache of a failed pod's log), else its log tail."""
+    reader = getattr(session, "progress_log", None)
+    try:
+        if reader is not None:
+            text: str | None = reader(pod, lines)
+        else:
+            text = session.log_tail(pod, lines)
+    except Exception as err:  # noqa: BLE001 - a missed read only delays the next report
+        log.debug("cannot read the log of %s: %s", pod, err)
+        return None
+    return text
+
+
+def fill_result(result: TrainResult, state: TrainingProgress) -> TrainResult:
+    """The final figures on the step's result."""
+    result.progress = state.progress_dict()
+    result.last_checkpoint = state.checkpoint_dict()
+    result.resumed_from_step = state.resumed_from_step
+    return result
+
+
+def result_from_annotations(result: TrainResult, job: dict[str, Any] | None) -> TrainResult:
+    """`vpipe status`: the figures the waiting step last wrote on the job."""
+    annotations = ((job or {}).get("metadata") or {}).get("annotations")
+    return fill_result(result, progress_from_annotations(annotations))

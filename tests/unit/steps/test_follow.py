@@ -1,0 +1,187 @@
+"""Following the training's progress reports while the step waits (steps/_follow.py), against
+the in-memory backend with an injected clock: what is read, how often, what is shown and
+annotated, and what the result carries. Nothing sleeps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, job
+from tests.helpers.progress import RecordingProgress
+from volcano_pipelines.steps._follow import FollowPolicy
+from volcano_pipelines.steps._waiting import WaitPolicy, job_result, run
+from volcano_pipelines.volcano.report_lines import CHECKPOINT_ANNOTATION, PROGRESS_ANNOTATION
+from volcano_pipelines.volcano.spec import JobOptions, Role, TFJobSpec
+from volcano_pipelines.volcano.tf import build_tf_job
+
+MANIFEST = build_tf_job(TFJobSpec(job=JobOptions(name="j", namespace="ns", run_id="r1"), chief=Role()))
+CHIEF = "j-chief-0"
+
+
+class Annotating(MemoryBackend):
+    """The memory backend plus what the cluster session adds for the follower: its own log
+    read (counted) and job annotations (recorded)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.reads: list[float] = []
+        self.patches: list[tuple[float, dict[str, str]]] = []
+        self.read_error: Exception | None = None
+
+    def progress_log(self, pod: str, lines: int) -> str | None:
+        self.reads.append(self.clock.now)
+        if self.read_error is not None:
+            raise self.read_error
+        return self.logs.get(pod)
+
+    def annotate(self, annotations: dict[str, str]) -> None:
+        self.patches.append((self.clock.now, dict(annotations)))
+
+
+def say(*lines: str) -> Callable[[MemoryBackend], None]:
+    """A script step: the chief prints these lines (its log grows)."""
+    def step(backend: MemoryBackend) -> None:
+        backend.logs[CHIEF] = backend.logs.get(CHIEF, "") + "".join(line + "\n" for line in lines)
+    return step
+
+
+def running(retries: int = 0) -> dict[str, object]:
+    return job("Running", retries=retries, tasks={"chief": {"Running": 1}})
+
+
+def wait(backend: MemoryBackend, clock: FakeClock, progress: RecordingProgress, **follow: float) -> object:
+    policy = WaitPolicy(follow=FollowPolicy(**follow))  # type: ignore[arg-type]
+    return run(backend, MANIFEST, policy, progress, clock=clock, handle_signals=False)
+
+
+def test_progress_is_read_shown_annotated_and_kept_in_the_result() -> None:
+    clock = FakeClock()
+    script: list[object] = [running()]
+    for step in range(1, 13):  # a report every other tick of 5 s
+        script += [say(f"[t] vpipe:progress step={step * 100} total=1200 loss={1 / step:.3f} "
+                       f"examples_per_second=640.0"), None]
+        if step % 4 == 0:
+            script += [say(f"vpipe:checkpoint step={step * 100} path=/logs/ckpt-{step * 100}")]
+    script += [job("Completed", tasks={"chief": {"Succeeded": 1}})]
+    backend = Annotating(script, clock, tick=5.0)
+    progress = RecordingProgress()
+    result = wait(backend, clock, progress, interval_seconds=15, annotate_interval_seconds=30)
+
+    # Bounded reads: the first as soon as it runs, then at most one per 15 s, plus a final one.
+    gaps = [b - a for a, b in zip(backend.reads[:-2], backend.reads[1:-1], strict=True)]
+    assert gaps and min(gaps) >= 15
+    assert len(backend.reads) <= 2 + (backend.reads[-1] - backend.reads[0]) // 15
+    # What users saw: steps never go back, and an ETA once there is a rate.
+    steps = [s.step for s in progress.training_states]
+    assert steps == sorted(steps) and steps[-1] == 1200
+    assert any(s.eta_seconds is not None and s.eta_seconds > 0 for s in progress.training_states)
+    # Patched only with changes, at most every 30 s (the final patch may come sooner).
+    times = [t for t, _ in backend.patches]
+    assert all(b - a >= 30 for a, b in zip(times[:-2], times[1:-1], strict=True))
+    assert all(patch for _, patch in backend.patches)
+    last = {key: value for _, patch in backend.patches for key, value in patch.items()}
+    assert json.loads(last[PROGRESS_ANNOTATION])["step"] == 1200
+    assert json.loads(last[CHECKPOINT_ANNOTATION])["path"] == "/logs/ckpt-1200"
+    # The result's final figures.
+    assert result.succeeded and result.progress is not None
+    assert result.progress["step"] == 1200 and result.progress["total"] == 1200
+    assert result.progress["loss"] == 0.083 and result.progress["examples_per_second"] == 640.0
+    assert result.last_checkpoint is not None and result.last_checkpoint["step"] == 1200
+    assert result.resumed_from_step is None  # it started fresh
+    assert not any("no progress reported" in n for n in progress.notes)
+
+
+def test_a_job_whose_code_reports_nothing_works_as_before() -> None:
+    clock = FakeClock()
+    backend = Annotating([running(), say("epoch 1 done"), None, None, job("Completed")], clock)
+    progress = RecordingProgress()
+    result = wait(backend, clock, progress)
+    assert result.succeeded and result.progress is None and result.last_checkpoint is None
+    assert backend.patches == [] and progress.training_states == []
+    assert "job j: no progress reported" in progress.notes
+    assert result.to_dict()["progress"] is None
+
+
+def test_a_log_that_cannot_be_read_never_fails_the_step() -> None:
+    clock = FakeClock()
+    backend = Annotating([running(), None, None, job("Completed")], clock)
+    backend.read_error = RuntimeError("kubelet unreachable")
+    result = wait(backend, clock, RecordingProgress())
+    assert result.succeeded and result.progress is None and backend.reads
+
+
+def test_a_restarted_job_says_where_it_resumed() -> None:
+    clock = FakeClock()
+
+    def new_pod(backend: MemoryBackend) -> None:
+        backend.logs[CHIEF] = ""  # the restarted pod's log starts empty
+
+    script: list[object] = [
+        running(), say("vpipe:progress step=300 total=1000", "vpipe:checkpoint step=300 path=/c/300"), None, None,
+        None, job("Restarting", retries=1), new_pod, running(retries=1),
+        say("vpipe:resumed step=300 path=/c/300", "vpipe:progress step=400 total=1000"), None, None, None,
+        job("Completed", retries=1),
+    ]
+    backend = Annotating(script, clock)
+    progress = RecordingProgress()
+    result = wait(backend, clock, progress, interval_seconds=5)
+    assert result.resumed_from_step == 300 and result.retries == 1
+    assert result.progress is not None and result.progress["step"] == 400
+    assert any(s.resumed_from_step == 300 for s in progress.training_states)
+
+
+def test_the_watch_window_shortens_to_the_next_read_only_while_it_runs() -> None:
+    clock = FakeClock()
+    backend = Annotating([job("Pending"), None, running(), None, None, job("Completed")], clock, tick=2.0)
+    wait(backend, clock, RecordingProgress(), interval_seconds=3)
+    # While pending: the hint interval (5 s); once running: never longer than the read interval.
+    assert backend.windows[0] == 5 and max(backend.windows[3:]) <= 3
+
+
+def test_following_can_be_turned_off() -> None:
+    clock = FakeClock()
+    backend = Annotating([running(), say("vpipe:progress step=1 total=2"), None, job("Completed")], clock)
+    progress = RecordingProgress()
+    result = run(backend, MANIFEST, WaitPolicy(follow=FollowPolicy(enabled=False)), progress, clock=clock,
+                 handle_signals=False)
+    assert backend.reads == [] and result.progress is None and progress.notes == []
+
+
+def test_status_reads_the_figures_from_the_annotations() -> None:
+    clock = FakeClock()
+    backend = Annotating([], clock)
+    backend.current = job("Running")
+    backend.current["metadata"]["annotations"] = {
+        PROGRESS_ANNOTATION: '{"step":50,"total":100,"eta_seconds":30.0,"resumed_from_step":20}',
+        CHECKPOINT_ANNOTATION: '{"step":40,"path":"/c/40","time":"2026-01-01T00:00:00Z"}'}
+    result = job_result(backend, "ns", "j")
+    assert result.progress == {"step": 50, "total": 100, "eta_seconds": 30.0}
+    assert result.last_checkpoint == {"step": 40, "path": "/c/40", "time": "2026-01-01T00:00:00Z"}
+    assert result.resumed_from_step == 20
+
+
+def test_a_bad_progress_interval_is_refused_before_anything_is_created(tmp_path: object) -> None:
+    import pytest
+
+    from volcano_pipelines.errors import InputError
+    from volcano_pipelines.steps import train_tf
+
+    with pytest.raises(InputError) as err:
+        train_tf("j", backend="local", local_dir=str(tmp_path), progress_interval=-5)
+    assert err.value.field == "progress_interval" and "3600" in str(err.value)
+    assert not any(tmp_path.iterdir())  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("interval", "expected"), [
+    (0, None), (-1, None), (2, (2.0, 10.0)), (5, (5.0, 10.0)), (15, (15.0, 30.0)), (60, (60.0, 120.0)),
+])
+def test_the_progress_interval_sets_reads_and_a_bounded_annotation_rate(interval: float,
+                                                                        expected: tuple[float, float] | None) -> None:
+    policy = FollowPolicy.every(interval)
+    if expected is None:
+        assert not policy.enabled
+    else:
+        assert policy.enabled and (policy.interval_seconds, policy.annotate_interval_seconds) == expected

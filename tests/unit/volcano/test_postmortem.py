@@ -1,0 +1,112 @@
+"""The post-mortem record (issue 30), pure: API-shaped dicts in, record and Markdown out,
+compared with golden files; bounded in size with what was dropped said; no environment copied."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.golden_files import GOLDEN_DIR, check_golden
+from volcano_pipelines.volcano.postmortem import Limits, build_record, log_pods, markdown, record_size
+
+JOB = {
+    "metadata": {"name": "mnist", "namespace": "team", "uid": "j-uid", "creationTimestamp": "2026-01-01T00:00:00Z"},
+    "spec": {"queue": "vpipe", "maxRetry": 3, "tasks": [{"name": "ps", "replicas": 1}, {"name": "worker", "replicas": 2}]},
+    "status": {"state": {"phase": "Terminated", "lastTransitionTime": "2026-01-01T00:02:00Z"}, "retryCount": 0,
+               "conditions": [{"status": "Pending", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                              {"status": "Running", "lastTransitionTime": "2026-01-01T00:00:20Z"},
+                              {"status": "Terminating", "lastTransitionTime": "2026-01-01T00:01:50Z"},
+                              {"status": "Terminated", "lastTransitionTime": "2026-01-01T00:02:00Z"}]},
+}
+SECRET = "hunter2-do-not-copy"
+
+
+def pod(task: str, index: int, *, phase: str, exit_code: int | None = None, reason: str = "Error",
+        deleting: bool = False) -> dict[str, Any]:
+    name = f"mnist-{task}-{index}"
+    container: dict[str, Any] = {"name": "tensorflow", "restartCount": 0, "image": "vpipe/tf:1"}
+    if exit_code is None:
+        container["state"] = {"running": {"startedAt": "2026-01-01T00:00:20Z"}}
+    else:
+        container["state"] = {"terminated": {"exitCode": exit_code, "reason": reason,
+                                             "startedAt": "2026-01-01T00:00:20Z", "finishedAt": "2026-01-01T00:01:48Z"}}
+    meta: dict[str, Any] = {"name": name, "uid": f"uid-{name}", "creationTimestamp": "2026-01-01T00:00:10Z",
+                            "annotations": {"volcano.sh/task-spec": task}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:01:55Z"
+    return {
+        "metadata": meta,
+        "spec": {"nodeName": "node-1", "containers": [{"name": "tensorflow", "image": "vpipe/tf:1",
+                                                       "env": [{"name": "TOKEN", "value": SECRET}]}]},
+        "status": {"phase": phase, "startTime": "2026-01-01T00:00:15Z", "containerStatuses": [container],
+                   "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:10Z"},
+                                  {"type": "Ready", "status": "False", "lastTransitionTime": "2026-01-01T00:01:48Z",
+                                   "reason": "PodFailed"}]},
+    }
+
+
+PODS = [pod("worker", 1, phase="Failed", exit_code=1), pod("ps", 0, phase="Failed", exit_code=137, deleting=True),
+        pod("worker", 0, phase="Failed", exit_code=143, deleting=True)]
+EVENTS = [
+    {"involvedObject": {"kind": "Job", "name": "mnist"}, "type": "Normal", "reason": "ExecuteAction",
+     "message": "Start to execute action TerminateJob", "count": 1, "lastTimestamp": "2026-01-01T00:01:50Z"},
+    {"involvedObject": {"kind": "Pod", "name": "mnist-worker-1"}, "type": "Normal", "reason": "Started",
+     "message": "Started container tensorflow", "count": 1, "lastTimestamp": "2026-01-01T00:00:20Z"},
+]
+LOGS = {"mnist-worker-1": {"tensorflow": "step 100 loss 0.3\nTraceback (most recent call last):\nValueError: bad shard\n"},
+        "mnist-ps-0": {"tensorflow": "Started server\n"}}
+
+
+def record(**kwargs: Any) -> dict[str, Any]:
+    return build_record(JOB, PODS, EVENTS, LOGS, collected_at="2026-01-01T00:02:01Z", **kwargs)
+
+
+def test_a_failed_worker_record_matches_its_golden_files() -> None:
+    rec = record()
+    check_golden(GOLDEN_DIR / "post-mortem" / "failed-worker.json", json.dumps(rec, indent=1, sort_keys=True) + "\n")
+    check_golden(GOLDEN_DIR / "post-mortem" / "failed-worker.md", markdown(rec))
+
+
+def test_the_record_names_the_failed_pod_and_lists_every_other_pod() -> None:
+    rec = record()
+    by_name = {p["name"]: p for p in rec["pods"]}
+    assert list(by_name) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]  # job's task order, then index
+    failed = by_name["mnist-worker-1"]
+    assert failed["failed"] and failed["outcome"] == "exit code 1" and failed["end"]["exit_code"] == 1
+    assert failed["containers"][0]["log"][-1] == "ValueError: bad shard"
+    # TerminateJob stopped the rest: named as such, not as failures.
+    assert {by_name[n]["outcome"] for n in ("mnist-ps-0", "mnist-worker-0")} == {"stopped by the job"}
+    assert [c["type"] for c in failed["conditions"]] == ["PodScheduled", "Ready"]
+    assert SECRET not in json.dumps(rec) and '"env"' not in json.dumps(rec)
+    assert "### mnist-worker-1 (worker): exit code 1" in markdown(rec)
+
+
+def test_a_200_pod_record_stays_within_its_bound_and_says_what_it_dropped() -> None:
+    big_log = "\n".join(f"step {i} " + "x" * 300 for i in range(200))
+    pods = [pod("worker", i, phase="Running") for i in range(199)] + [pod("worker", 199, phase="Failed", exit_code=2)]
+    logs = {p["metadata"]["name"]: {"tensorflow": big_log} for p in pods}
+    limits = Limits(max_bytes=128 * 1024, log_lines=100, pods_per_task=5)
+    rec = build_record(JOB, pods, EVENTS * 300, logs, collected_at="2026-01-01T00:02:01Z", limits=limits)
+    assert record_size(rec) <= limits.max_bytes and rec["bytes"] == record_size(rec)
+    assert len(rec["pods"]) == 200  # every pod listed, most without detail
+    detailed = [p for p in rec["pods"] if p["detail"]]
+    # The failed pod kept in detail first, then the first of the task; its log lines kept longest.
+    assert [p["name"] for p in detailed] == ["mnist-worker-0", "mnist-worker-1", "mnist-worker-2", "mnist-worker-3",
+                                             "mnist-worker-199"]
+    assert detailed[-1]["containers"][0]["log"] and not detailed[0]["containers"][0]["log"]
+    assert rec["dropped"]["log_lines"] > 0 and rec["dropped"]["pods_detail"] == 195
+    assert any("log line(s) dropped" in n for n in rec["notes"]) and any("without detail" in n for n in rec["notes"])
+    assert "... and 150 more pod(s)" in markdown(rec)
+
+
+def test_long_lines_and_messages_are_cut() -> None:
+    logs = {"mnist-worker-1": {"tensorflow": "y" * 5000}}
+    rec = build_record(JOB, PODS[:1], [], logs, collected_at="t", limits=Limits(line_chars=100))
+    [line] = rec["pods"][0]["containers"][0]["log"]
+    assert line.startswith("y" * 100) and line.endswith("[4900 more characters]")
+
+
+def test_log_pods_are_the_failed_ones_then_the_first_of_each_task() -> None:
+    pods = [pod("worker", i, phase="Running") for i in range(10)] + [pod("worker", 10, phase="Failed", exit_code=1)]
+    chosen = [p["metadata"]["name"] for p in log_pods(JOB, pods, Limits(pods_per_task=2))]
+    assert chosen == ["mnist-worker-10", "mnist-worker-0", "mnist-worker-1"]
