@@ -27,7 +27,18 @@ class InputError(VpipeError, ValueError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"invalid {field}={value!r}: {allowed}")
+        super().__init__(f"invalid {_shown(field, value)}: {allowed}")
+
+
+def _shown(field: str, value: Any) -> str:
+    """`field=value` as the user wrote it: a switch given on a command line (`--force-delete`,
+    value True) is named alone, and a whole number parsed as a float (`--ttl 10`) shows as
+    typed, not as `10.0`."""
+    if field.startswith("-") and value is True:
+        return field
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return f"{field}={int(value)!r}"
+    return f"{field}={value!r}"
 
 
 class WorkFailed(VpipeError):

@@ -65,7 +65,7 @@ def test_an_error_naming_two_one_word_arguments_names_both_flags(capsys: pytest.
     code, _, err = _run(capsys, "tensorboard", "--name", "tb", "--log-pvc", "logs", "--job", "j", "--ttl", "10",
                         "--dry-run")
     assert code == 2, err
-    assert err.startswith("vpipe: error: invalid --ttl=10.0: either --job (TensorBoard lives as long as the job) or "
+    assert err.startswith("vpipe: error: invalid --ttl=10: either --job (TensorBoard lives as long as the job) or "
                           "--ttl, not both"), err
 
 

@@ -133,7 +133,8 @@ def sync(
             empty-source check)
         dry_run: print the plan, change nothing
         transfers: parallel file transfers
-        shards: write N manifests balanced by bytes under DST/.vpipe/shards/
+        shards: write N manifests balanced by bytes under DST/.vpipe/shards/ (up to 1000, and no more than the
+            files selected)
         user: simple-auth user (default: $HADOOP_USER_NAME or the login user)
         kerberos_principal: Kerberos principal (with --kerberos-keytab, or a ticket cache)
         kerberos_keytab: keytab file for --kerberos-principal

@@ -53,15 +53,15 @@ def tree(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(("extra", "flag"), [
-    (["--max-delete", "5"], "--max-delete"),
-    (["--force-delete"], "--force-delete"),
+    (["--max-delete", "5"], "--max-delete='5'"),
+    (["--force-delete"], "--force-delete"),  # a switch: named alone, not `--force-delete=True`
 ])
 def test_delete_options_without_delete_are_refused(capsys: pytest.CaptureFixture[str], tree: Path,
                                                    extra: list[str], flag: str) -> None:
     dst = tree.parent / "dst"
     code, _, err = _err(capsys, "sync", str(tree), str(dst), "-q", *extra)
     assert code == 2, err
-    assert f"invalid {flag}=" in err and "only with --delete" in err, err
+    assert f"vpipe: error: invalid {flag}: only with --delete" in err, err
     assert not dst.exists()
 
 
@@ -119,3 +119,21 @@ def test_status_usage_lists_log_lines(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit):
         main(["status", "--help"])
     assert "--log-lines N" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_an_error_shows_a_whole_number_as_typed_and_keeps_fractions() -> None:
+    from volcano_pipelines.errors import InputError
+
+    assert str(InputError("--ttl", 10.0, "x")) == "invalid --ttl=10: x"
+    assert str(InputError("--ttl", 2.5, "x")) == "invalid --ttl=2.5: x"
+    assert str(InputError("--worker-cpu", float("inf"), "x")) == "invalid --worker-cpu=inf: x"
+    # The Python API's keyword keeps its value: only a flag (leading '-') is named alone.
+    assert str(InputError("force_delete", True, "x")) == "invalid force_delete=True: x"
+    assert str(InputError("--force-delete", True, "x")) == "invalid --force-delete: x"
+
+
+def test_the_shards_help_states_the_limit_the_step_enforces() -> None:
+    from volcano_pipelines.steps._sync import MAX_SHARDS
+    from volcano_pipelines.steps import sync
+
+    assert f"up to {MAX_SHARDS}" in (sync.__doc__ or "") and "no more than the\n            files selected" in (sync.__doc__ or "")
