@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -15,9 +17,11 @@ import pytest
 from tests.node import test_training as training
 from tests.node.test_training import QUIET_TF, Volumes, placement
 from volcano_pipelines.images import MPI_TRAINER_IMAGE, TF_TRAINER_IMAGE
+from volcano_pipelines.k8s.client import USER_AGENT
 from volcano_pipelines.kfp.summary import train_metrics
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.steps import train_mpi, train_tf
+from volcano_pipelines.steps._follow import FollowPolicy
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.report_lines import PROGRESS_ANNOTATION, TrainingProgress
 from volcano_pipelines.volcano.status import JobStatus
@@ -73,6 +77,58 @@ class AnnotationWatch:
         self.thread.join(timeout=10)
 
 
+class StepRequests:
+    """What the train step asked the API server while it followed the job: the apiserver's
+    audit log (every request at Metadata level, tests/cluster/launcher.py) from the test's
+    start, the step's requests told apart by its user agent (vpipe/<version>; the test's own
+    clients have another) and the test's namespace; with the step's CPU time (following runs
+    in the step's own thread, steps/_follow.py)."""
+
+    def __init__(self, cluster: Any, namespace: str) -> None:
+        self.audit = cluster.require_local().audit_log
+        self.namespace = namespace
+        self.start_line = len(self.audit.read_text().splitlines())
+        self.started, self.cpu_started = time.monotonic(), time.thread_time()
+        self.wall = self.cpu = 0.0
+
+    def stop(self) -> None:
+        self.wall, self.cpu = time.monotonic() - self.started, time.thread_time() - self.cpu_started
+        time.sleep(2)  # the audit backend writes in batches
+
+    def counts(self) -> Counter[tuple[str, str, str]]:
+        """(verb, resource[/subresource], object name) -> distinct requests."""
+        lines = self.audit.read_text().splitlines()[self.start_line:]
+        events = {e["auditID"]: e for e in (json.loads(line) for line in lines if line.strip())}
+        counts: Counter[tuple[str, str, str]] = Counter()
+        for event in events.values():
+            ref = event.get("objectRef") or {}
+            if not str(event.get("userAgent", "")).startswith(f"{USER_AGENT}/") or ref.get("namespace") != self.namespace:
+                continue
+            resource = ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+            counts[(event["verb"], resource, ref.get("name", ""))] += 1
+        return counts
+
+    def check_following_is_bounded(self, reporting_pod: str, job: str, policy: FollowPolicy) -> None:
+        """The cost docs/progress.md states: one log read of the reporting pod per interval and at
+        most one annotation patch per annotate interval, whatever the job's size. Printed per
+        minute with the step's CPU (the issue-30 measure)."""
+        counts = self.counts()
+        reads = counts[("get", "pods/log", reporting_pod)]
+        patches = counts[("patch", "jobs", job)]
+        minutes = self.wall / 60
+        # +3: the first read at Running, the final read at the end, one interval of rounding.
+        assert 1 <= reads <= self.wall / policy.interval_seconds + 3, (reads, self.wall, counts)
+        assert 1 <= patches <= self.wall / policy.annotate_interval_seconds + 3, (patches, self.wall, counts)
+        by_kind: Counter[str] = Counter()
+        for (verb, resource, _), n in counts.items():
+            by_kind[f"{verb} {resource}"] += n
+        table = ", ".join(f"{kind} {n / minutes:.1f}" for kind, n in sorted(by_kind.items()))
+        print(f"\nfollowing cost: {self.wall:.0f} s in the step, {self.cpu:.2f} CPU-s in its thread "
+              f"({self.cpu / minutes:.2f} CPU-s per minute); log reads of {reporting_pod} {reads} "
+              f"({reads / minutes:.1f}/min at a {policy.interval_seconds:g} s interval), annotation patches {patches} "
+              f"({patches / minutes:.1f}/min); every request of the step per minute: {table}")
+
+
 def check(result: TrainResult, progress: Recorder, annotations: AnnotationWatch, steps: int) -> None:
     assert result.succeeded and result.phase == "Completed", result.to_dict()
     seen = [s.step for s in progress.states if s.step is not None]
@@ -96,6 +152,7 @@ def test_tf2_ps_job_reports_progress_that_the_step_reads(cluster: Any, namespace
     steps = 6000
     progress = Recorder()
     annotations = AnnotationWatch(cluster, namespace, "prog2")
+    requests = StepRequests(cluster, namespace)
     try:
         result = train_tf(
             "prog2", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
@@ -105,8 +162,10 @@ def test_tf2_ps_job_reports_progress_that_the_step_reads(cluster: Any, namespace
             env={"": QUIET_TF}, timeout=900, progress_interval=2, progress=progress, **placement(node),
         )
     finally:
+        requests.stop()
         annotations.close()
     check(result, progress, annotations, steps)
+    requests.check_following_is_bounded("prog2-chief-0", "prog2", FollowPolicy.every(2))
 
 
 def test_mpi_job_reports_progress_that_the_step_reads(cluster: Any, namespace: str, node: Any, code_url: str,
