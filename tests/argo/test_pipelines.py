@@ -329,6 +329,11 @@ def test_train_and_serve_succeeds_end_to_end_and_a_failing_worker_fails_it_with_
     assert "# Post-mortem: job" in post_mortem and "exit code 3" in post_mortem, train_pods[0].get("outputs")
     assert "giving up: exit 3" in post_mortem, post_mortem
     assert all(f"| boom-{pod} |" in post_mortem for pod in ("ps-0", "chief-0", "worker-0", "worker-1")), post_mortem
+    # The whole record on the run's log PVC, next to its logs (issue 30: the train step pod mounts
+    # log-pvc at /vpipe/logs and copies it to <log PVC>/post-mortem/<namespace>/<job>.json).
+    kept = json.loads((bad.log_dir / "post-mortem" / namespace / "boom.json").read_text())
+    assert kept["job"]["name"] == "boom" and "boom-worker-0" in {p["name"] for p in kept["pods"]}, kept["job"]
+    assert json.loads((good.log_dir / "post-mortem" / namespace / "e2e.json").read_text())["job"]["phase"] == "Completed"
     assert bad_nodes["cleanup"]["phase"] == "Succeeded" and bad_nodes["report"]["phase"] == "Succeeded", \
         {k: n["phase"] for k, n in bad_nodes.items()}
     wait_for("no job and no training pod of the failed pipeline",

@@ -9,6 +9,7 @@ from hera.workflows.models import (
     Backoff,
     Metadata,
     Capabilities,
+    EmptyDirVolumeSource,
     EnvVar,
     EnvVarSource,
     IntOrString,
@@ -17,16 +18,20 @@ from hera.workflows.models import (
     PodSecurityContext,
     Quantity,
     ResourceRequirements,
+    PersistentVolumeClaimVolumeSource,
     SeccompProfile,
     SecurityContext,
     TTLStrategy,
+    Volume,
+    VolumeMount,
 )
 
 from volcano_pipelines.kube.pods import mesh_opt_out
 from volcano_pipelines.labels import POD_NAME_ENV
+from volcano_pipelines.steps.pipelines import LOG_MOUNT, POST_MORTEM_VOLUME_DIR, POST_MORTEM_VOLUME_DIR_ENV
 
-__all__ = ["CONTAINER_SECURITY", "POD_GC", "POD_METADATA", "POD_NAME", "POD_SECURITY", "RETRY", "RUN_COMMAND", "TTL",
-           "resources"]
+__all__ = ["CONTAINER_SECURITY", "LOG_MOUNTS", "POD_GC", "POD_METADATA", "POD_NAME", "POD_SECURITY", "POST_MORTEM_COPY",
+           "RETRY", "RUN_COMMAND", "TTL", "log_volume", "resources"]
 
 # Retried: a lost pod (an Error node: the pod was deleted, evicted or lost with its node;
 # Argo gives such a node no exit code, or -1) and exit code 3 (a cluster / remote-system
@@ -72,3 +77,22 @@ def resources(requests: dict[str, str]) -> ResourceRequirements:
     """Requests, and memory's as the limit (CPU is not limited: a CPU limit throttles)."""
     return ResourceRequirements(requests={k: Quantity(root=v) for k, v in requests.items()},
                                 limits={"memory": Quantity(root=requests["memory"])})
+
+
+# The run's log PVC in the train step pods, where the step keeps a copy of its post-mortem record
+# next to the run's logs (steps/pipelines.py). The template only mounts a volume of this name;
+# the workflow running it says what it is (Argo takes a mount's volume from the template, else
+# from the running workflow's spec.volumes, also for a templateRef): the pipelines bind it to
+# their `log-pvc`, the step's own WorkflowTemplate to an emptyDir (there the log PVC is optional,
+# and an empty claim name would fail the pod), so run alone the copy goes with the pod.
+LOG_VOLUME = "vpipe-logs"
+LOG_MOUNTS = [VolumeMount(name=LOG_VOLUME, mount_path=LOG_MOUNT)]
+POST_MORTEM_COPY = EnvVar(name=POST_MORTEM_VOLUME_DIR_ENV, value=POST_MORTEM_VOLUME_DIR)
+
+
+def log_volume(claim: str | None) -> Volume:
+    """The workflow-level volume behind LOG_MOUNTS: the PVC `claim` (a parameter reference), or
+    an emptyDir when None."""
+    if claim is None:
+        return Volume(name=LOG_VOLUME, empty_dir=EmptyDirVolumeSource())
+    return Volume(name=LOG_VOLUME, persistent_volume_claim=PersistentVolumeClaimVolumeSource(claim_name=claim))

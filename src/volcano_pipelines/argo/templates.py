@@ -40,13 +40,16 @@ from hera.workflows.models import (
 
 from volcano_pipelines.argo.pods import (
     CONTAINER_SECURITY,
+    LOG_MOUNTS,
     POD_METADATA,
     POD_GC,
     POD_NAME,
     POD_SECURITY,
+    POST_MORTEM_COPY,
     RETRY,
     RUN_COMMAND,
     TTL,
+    log_volume,
     resources,
 )
 from volcano_pipelines.argo.inputs import (
@@ -58,7 +61,7 @@ from volcano_pipelines.argo.inputs import (
 )
 from volcano_pipelines.images import RUNTIME_IMAGE
 from volcano_pipelines.labels import RUN_LABEL
-from volcano_pipelines.steps.pipelines import DEADLINE_SECONDS, PIPELINES as SHAPES, shared_defaults
+from volcano_pipelines.steps.pipelines import DEADLINE_SECONDS, LOG_MOUNT_STEPS, PIPELINES as SHAPES, shared_defaults
 from volcano_pipelines.steps.registry import ARGO, steps_for
 
 __all__ = [
@@ -110,6 +113,7 @@ class StepSpec:
     positional: tuple[str, ...] = ()  # parameters given as words (the registry's)
     tasks: tuple[str, ...] = ()  # task names of per-task flags (the registry's)
     mounts_data: bool = False  # the step itself writes into the data PVC
+    mounts_logs: bool = False  # the step copies its post-mortem records onto the log volume (argo/pods.py)
     whole_seconds: tuple[str, ...] = ()  # parameters that must be whole seconds (Argo's deadline reads them)
     fixed: tuple[tuple[str, str], ...] = ()  # step parameters the template sets itself (not Argo parameters)
     requests: tuple[tuple[str, str], ...] = (("cpu", "100m"), ("memory", "256Mi"))
@@ -134,7 +138,8 @@ def _steps() -> dict[str, StepSpec]:
     """One template per Argo step of the registry, named after its `vpipe` words."""
     return {
         item.template: StepSpec(item.template, item.function(), item.words, positional=item.positional,
-                                tasks=item.tasks, **_ARGO_OPTIONS.get(item.name, {}))
+                                tasks=item.tasks, mounts_logs=item.name in LOG_MOUNT_STEPS,
+                                **_ARGO_OPTIONS.get(item.name, {}))
         for item in steps_for(ARGO)
     }
 
@@ -171,6 +176,8 @@ def step_template(spec: StepSpec, runtime_image: str = RUNTIME_IMAGE) -> Contain
                 claim_name="{{inputs.parameters.data-pvc}}"))],
             "volume_mounts": [VolumeMount(name="data", mount_path=DATA_MOUNT)],
         }
+    if spec.mounts_logs:
+        mounts.setdefault("volume_mounts", []).extend(LOG_MOUNTS)
     deadline = None
     if "timeout" in spec.whole_seconds:
         deadline = tag(deadline_expression("timeout"))
@@ -184,7 +191,7 @@ def step_template(spec: StepSpec, runtime_image: str = RUNTIME_IMAGE) -> Contain
         image_pull_policy="IfNotPresent",
         command=list(RUN_COMMAND),
         args=cmd.args(),
-        env=[POD_NAME],
+        env=[POD_NAME, POST_MORTEM_COPY] if spec.mounts_logs else [POD_NAME],
         inputs=inputs,
         outputs=outputs,
         active_deadline_seconds=deadline,
@@ -221,6 +228,7 @@ def step_workflow_template(spec: StepSpec, runtime_image: str = RUNTIME_IMAGE) -
         ttl_strategy=TTL,
         # Submitted on its own, the workflow's arguments feed the entrypoint's inputs by name.
         arguments=[_parameter_value(i) for i in inputs],
+        volumes=[log_volume(None)] if spec.mounts_logs else None,
         templates=[step_template(spec, runtime_image)],
     )
 
@@ -406,6 +414,8 @@ def train_and_serve(runtime_image: str = RUNTIME_IMAGE, kind: str = "tf") -> Wor
         pod_gc=POD_GC,
         ttl_strategy=TTL,
         arguments=[_parameter_value(i) for i in workflow_inputs],
+        # The train template's log volume: the run's log PVC (argo/pods.py LOG_MOUNTS).
+        volumes=[log_volume("{{workflow.parameters.log-pvc}}")],
         templates=[main, exit_handler, report, cleanup],
     )
 

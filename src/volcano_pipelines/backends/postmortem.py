@@ -5,7 +5,11 @@
 - the local backend: `<log_dir>/post-mortem/` (beside the pods' logs);
 - otherwise `$VPIPE_POST_MORTEM_DIR` when set (a pipeline points it at an output directory
   or a mounted logs volume), else `$XDG_STATE_HOME/volcano-pipelines/post-mortem`
-  (`~/.local/state/...`), where `vpipe status --post-mortem JOB` finds it.
+  (`~/.local/state/...`), where `vpipe status --post-mortem JOB` finds it;
+- in a pipeline, also a copy under `$VPIPE_POST_MORTEM_VOLUME_DIR` (the step pod's mount of the
+  run's log PVC: the record is kept next to the run's logs). A copy that cannot be written
+  there (a root-owned volume the non-root step pod may not write) is a note in the record and
+  the result, never a failed step.
 
 `save_post_mortem` is the one call for anything that is about to delete a job (the train
 step's cleanup, the exit handler): it never raises; what went wrong is in the summary it
@@ -13,6 +17,7 @@ returns."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -22,16 +27,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from volcano_pipelines.backends.base import POST_MORTEM_DIR_ENV
+from volcano_pipelines.backends.base import POST_MORTEM_DIR_ENV, POST_MORTEM_VOLUME_DIR_ENV
 from volcano_pipelines.k8s import postmortem as collect
 from volcano_pipelines.k8s.client import Cluster
 from volcano_pipelines.k8s.pods import MissingInfo
 from volcano_pipelines.volcano.postmortem import Limits, build_record, log_pods, markdown
 
-__all__ = ["DIR_ENV", "default_directory", "load_post_mortem", "record_paths", "save_post_mortem", "write_record"]
+__all__ = ["DIR_ENV", "VOLUME_DIR_ENV", "copy_directories", "default_directory", "load_post_mortem", "record_paths",
+           "save_post_mortem", "write_record"]
 
 log = logging.getLogger(__name__)
 DIR_ENV = POST_MORTEM_DIR_ENV
+VOLUME_DIR_ENV = POST_MORTEM_VOLUME_DIR_ENV
 SUMMARY_CHARS = 16 * 1024
 
 
@@ -40,6 +47,13 @@ def default_directory() -> Path:
         return Path(os.environ[DIR_ENV])
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(state) / "volcano-pipelines" / "post-mortem"
+
+
+def copy_directories() -> tuple[Path, ...]:
+    """Where copies of a cluster job's record go besides default_directory(): the log volume
+    a pipeline mounts into the step pod ($VPIPE_POST_MORTEM_VOLUME_DIR), when set."""
+    given = os.environ.get(VOLUME_DIR_ENV)
+    return (Path(given),) if given else ()
 
 
 def record_paths(namespace: str, name: str, directory: str | os.PathLike[str] | None = None) -> tuple[Path, Path]:
@@ -51,22 +65,55 @@ def now_rfc3339() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def write_record(record: Mapping[str, Any], directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Save the record and its Markdown summary (each through a temporary file and a rename,
-    so a reader never sees half a record). Returns where, and how big."""
+def _write_files(record: Mapping[str, Any], directory: str | os.PathLike[str] | None) -> tuple[Path, Path]:
+    """The record and its Markdown summary under `directory`, each through a temporary file and
+    a rename, so a reader never sees half a record."""
     job = record.get("job") or {}
     json_path, md_path = record_paths(str(job.get("namespace") or "default"), str(job.get("name") or "job"), directory)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     for path, text in ((json_path, json.dumps(record, separators=(",", ":"), sort_keys=True)), (md_path, markdown(record))):
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(OSError):  # gone after the rename; a half-written one is not left behind
+                tmp.unlink(missing_ok=True)
+    return json_path, md_path
+
+
+def write_record(record: Mapping[str, Any], directory: str | os.PathLike[str] | None = None,
+                 copies: Sequence[str | os.PathLike[str]] = ()) -> dict[str, Any]:
+    """Save the record and its Markdown summary under `directory` (default_directory() when
+    None), and the same files under each of `copies` (whose parent, a mount point, must
+    exist). The copies are written first: one that
+    fails (a volume the step may not write) becomes a note in the record saved under
+    `directory` and in the result, and never an error; only `directory` itself may raise.
+    Returns where (`copies`: the copies written, {json, markdown} each), and how big."""
+    notes = list(record.get("notes") or [])
+    written: list[dict[str, str]] = []
+    for copy in copies:
+        try:
+            # The copy's parent is the volume's mount point: never made here, so a pod without
+            # the mount (kfp.local applies a task's env but not its volumes) writes no copy
+            # into its own filesystem.
+            if not Path(copy).parent.is_dir():
+                raise FileNotFoundError(f"{Path(copy).parent} does not exist (is the volume mounted?)")
+            copy_json, copy_md = _write_files(record, copy)
+        except OSError as err:
+            log.warning("post-mortem copy under %s not written: %s", copy, err)
+            notes.append(f"the copy under {copy} was not written: {err}")
+        else:
+            written.append({"json": str(copy_json), "markdown": str(copy_md)})
+    if len(notes) != len(record.get("notes") or []):
+        record = {**record, "notes": notes}
+    json_path, md_path = _write_files(record, directory)
     # A short summary travels in the step's result (KFP's Markdown output shows it).
     short = markdown(record, table_rows=20, log_lines=10, events=10)
     if len(short) > SUMMARY_CHARS:
         short = short[:SUMMARY_CHARS] + f"\n\n... (cut; the whole summary is {md_path})\n"
     return {"json": str(json_path), "markdown": str(md_path), "bytes": int(record.get("bytes") or 0),
-            "pods": len(record.get("pods") or []), "notes": list(record.get("notes") or []), "summary": short}
+            "pods": len(record.get("pods") or []), "notes": notes, "summary": short, "copies": written}
 
 
 def save_post_mortem(
@@ -81,11 +128,14 @@ def save_post_mortem(
     restarts: Sequence[Mapping[str, Any]] = (),
     limits: Limits = Limits(),
     missing: MissingInfo | None = None,
+    copies: Sequence[str | os.PathLike[str]] | None = None,
 ) -> dict[str, Any]:
     """Collect, build and save job `namespace/name`'s post-mortem record; call it before
     anything deletes the job or its pods. `seen_pods` / `deleted`: pods a watch saw that may
-    be gone now (their uids in `deleted`); `restarts`: the step's restart records. Returns
-    {json, markdown, bytes, pods, seconds, notes} or {error, seconds}; never raises."""
+    be gone now (their uids in `deleted`); `restarts`: the step's restart records; `copies`:
+    further directories for the same files (None: copy_directories(), the pipeline's log
+    volume). Returns {json, markdown, bytes, pods, seconds, notes, copies} or {error, seconds};
+    never raises."""
     started = time.monotonic()
     try:
         missing = missing or MissingInfo()
@@ -99,7 +149,7 @@ def save_post_mortem(
         logs = collect.read_logs(cluster, namespace, alive, limits.log_lines, limits.line_chars, notes, missing)
         record = build_record(state.job, state.pods, state.events, logs, collected_at=now_rfc3339(), deleted=gone,
                               restarts=restarts, notes=notes, limits=limits)
-        saved = write_record(record, directory)
+        saved = write_record(record, directory, copy_directories() if copies is None else copies)
     except Exception as err:  # noqa: BLE001 - a record is written on the way out; it must not fail the step
         log.warning("post-mortem of job %s/%s not written: %s", namespace, name, err)
         return {"error": f"post-mortem not written: {err}", "seconds": round(time.monotonic() - started, 3)}

@@ -213,6 +213,8 @@ def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_
     train_name = "train_tf" if kind == "tf" else "train_mpi"
     finish = built["finish_run"](run_id=RUN_ID, **_feeding(inputs, values, "finish_run"))
     finish.set_display_name("report and clean up")
+    # Both steps that save a post-mortem record also keep it on the run's log PVC (steps/pipelines.py).
+    platform.mount_logs(finish, values["log_pvc"])
     tasks = [finish]
     with dsl.ExitHandler(finish, name=PIPELINE_NAMES[kind]):
         # An f-string of a pipeline parameter: KFP fills it in at run time (a placeholder in the IR).
@@ -226,6 +228,7 @@ def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_
         train = built[train_name](run_id=RUN_ID, data_subpath=values["model_name"], **fixed,
                                   **_feeding(inputs, values, train_name))
         train.set_display_name(f"train ({kind})")
+        platform.mount_logs(train, values["log_pvc"])
         train.after(staged)
         tasks += [staged, train]
         # The lifecycle steps act on the job train created: its name and namespace come from

@@ -1,5 +1,5 @@
 """The step pods' Kubernetes settings, through kfp-kubernetes: the data PVC the sync step
-writes into, pull secrets for the runtime image, node selector and tolerations. These shape
+writes into, the log PVC the train steps and the exit handler copy post-mortem records into, pull secrets for the runtime image, node selector and tolerations. These shape
 only the pod KFP starts for a step; the training pods the train step creates are shaped by
 the step's own inputs (image_pull_secrets, node_selector, tolerations, data_pvc, ...).
 The step pods' ServiceAccount is a run setting in KFP v2 (kfp-kubernetes has no helper for
@@ -17,8 +17,10 @@ from kfp import kubernetes
 from volcano_pipelines.errors import InputError
 
 from volcano_pipelines.kube.validate import parse_toleration
+from volcano_pipelines.steps.pipelines import LOG_MOUNT, POST_MORTEM_VOLUME_DIR, POST_MORTEM_VOLUME_DIR_ENV
 
-__all__ = ["HADOOP_CONF_MOUNT", "KERBEROS_MOUNT", "StepPod", "mount_data", "mount_sync_config", "set_deadline", "shape"]
+__all__ = ["HADOOP_CONF_MOUNT", "KERBEROS_MOUNT", "StepPod", "mount_data", "mount_logs", "mount_sync_config",
+           "set_deadline", "shape"]
 
 # Where the sync step pod gets the Kerberos Secret and the Hadoop configuration (StepPod).
 KERBEROS_MOUNT = "/etc/vpipe/kerberos"
@@ -100,3 +102,11 @@ def set_deadline(task: Any, seconds: int) -> Any:
 def mount_data(task: Any, pvc_name: Any, mount_path: str) -> Any:
     """Mount the data PVC (a pipeline parameter) into the step pod at `mount_path`."""
     return kubernetes.mount_pvc(task, pvc_name=pvc_name, mount_path=mount_path)
+
+
+def mount_logs(task: Any, pvc_name: Any) -> Any:
+    """Mount the run's log PVC (a pipeline parameter) into the step pod at LOG_MOUNT and have
+    the step copy its post-mortem records there, next to the run's logs (steps/pipelines.py)."""
+    kubernetes.mount_pvc(task, pvc_name=pvc_name, mount_path=LOG_MOUNT)
+    task.set_env_variable(POST_MORTEM_VOLUME_DIR_ENV, POST_MORTEM_VOLUME_DIR)
+    return task

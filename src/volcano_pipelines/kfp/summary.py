@@ -140,6 +140,8 @@ def _post_mortem(saved: Mapping[str, Any] | None) -> list[str]:
         return ["", "### Post-mortem", "", _cell(saved["error"])]
     lines = ["", "### Post-mortem", "", f"Saved as `{_cell(saved.get('json'))}` ({saved.get('bytes')} bytes, "
              f"{saved.get('pods')} pods) and `{_cell(saved.get('markdown'))}`."]
+    for copy in saved.get("copies") or []:  # the pipeline's log volume (backends/postmortem.py)
+        lines += ["", f"Copied to `{_cell(copy.get('json'))}` and `{_cell(copy.get('markdown'))}`."]
     summary = str(saved.get("summary") or "")
     if summary:
         lines += ["", re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 3) + " ", summary, flags=re.MULTILINE).rstrip()]

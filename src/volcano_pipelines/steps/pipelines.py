@@ -15,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEADLINE_SECONDS", "PIPELINES", "SYNC_DEADLINE_SECONDS", "PipelineShape", "shared_defaults"]
+from volcano_pipelines.backends.base import POST_MORTEM_VOLUME_DIR_ENV
+
+__all__ = ["DEADLINE_SECONDS", "LOG_MOUNT", "LOG_MOUNT_STEPS", "PIPELINES", "POST_MORTEM_VOLUME_DIR",
+           "POST_MORTEM_VOLUME_DIR_ENV", "SYNC_DEADLINE_SECONDS", "PipelineShape", "shared_defaults"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,20 @@ SYNC_DEADLINE_SECONDS = 6 * 3600
 # bounds, with room to spare. Past it the run fails and its exit handler still runs (a deadline
 # is not a terminate), so the job is cleaned up.
 DEADLINE_SECONDS = 2 * 86400
+
+# The post-mortem record on the logs volume (issue 30): the step pods that save one (the train
+# steps, and KFP's exit handler finish_run; Argo's exit handler saves none) mount the run's log
+# PVC (the `log_pvc` input the training pods mount) at LOG_MOUNT, and the step writes a copy of
+# the record under POST_MORTEM_VOLUME_DIR besides its usual place (the KFP artifact, Argo's output).
+# Beside the run's logs: the training pods mount the PVC's root as their --log_dir (no subPath;
+# the examples write checkpoints/, train/, export/ and metrics.json there), so the record lands at
+# <log_pvc>/post-mortem/<namespace>/<job>.json and .md, the layout `vpipe status --post-mortem`
+# reads (VPIPE_POST_MORTEM_DIR=<mount>/post-mortem) and the local backend's <log_dir>/post-mortem/.
+# `tensorboard_logdir` is only what TensorBoard reads, not where training writes: not used here.
+# A mount path of its own, not /logs, so it can never shadow a path the step image uses.
+LOG_MOUNT = "/vpipe/logs"
+POST_MORTEM_VOLUME_DIR = f"{LOG_MOUNT}/post-mortem"
+LOG_MOUNT_STEPS = frozenset({"train_tf", "train_mpi", "finish_run"})
 
 PIPELINES: dict[str, PipelineShape] = {
     "tf": PipelineShape("tf", "train-and-serve", "train_tf", ("reap", "tensorboard", "serve")),

@@ -446,6 +446,45 @@ def test_the_mpi_pipeline_is_sync_train_mpi_tensorboard_with_the_exit_handler() 
     assert "command" in names and "sync-src" in names and not {"serve-model", "reap-timeout", "ps"} & names
 
 
+def _pod_volumes(tmpl: dict[str, Any], running: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The volumes Argo gives a container template's pod: each mount's volume from the template's
+    own `volumes`, else from the running workflow's `spec.volumes` (also for a templateRef'd
+    template; argo-workflows v4.0.5 workflow/controller/workflowpod.go addVolumeReferences)."""
+    found: dict[str, dict[str, Any]] = {}
+    for mount in tmpl["container"].get("volumeMounts") or []:
+        candidates = [*(tmpl.get("volumes") or []), *(running["spec"].get("volumes") or [])]
+        found[mount["mountPath"]] = next(v for v in candidates if v["name"] == mount["name"])
+    return found
+
+
+@pytest.mark.parametrize(("pipeline_file", "train"), [("train-and-serve.yaml", "train-tf"),
+                                                      ("train-and-serve-mpi.yaml", "train-mpi")])
+def test_the_train_pod_keeps_the_post_mortem_on_the_log_pvc(pipeline_file: str, train: str) -> None:
+    """Issue 30: in a pipeline, the train step pod mounts the run's log PVC (the `log-pvc` its
+    training pods mount) and copies its post-mortem record there; run alone, the mount is an
+    emptyDir (the step's log PVC is optional there); no other step pod mounts it."""
+    from volcano_pipelines.steps.pipelines import LOG_MOUNT, POST_MORTEM_VOLUME_DIR, POST_MORTEM_VOLUME_DIR_ENV
+
+    pipeline = load(pipeline_file)
+    tasks = {t["name"]: t for t in template(pipeline, "main")["dag"]["tasks"]}
+    ref = tasks["train"]["templateRef"]
+    alone = load(f"{ref['template']}.yaml")
+    tmpl = template(alone, ref["template"])
+    assert ref["template"] == train
+    assert {"name": POST_MORTEM_VOLUME_DIR_ENV, "value": POST_MORTEM_VOLUME_DIR} in tmpl["container"]["env"]
+    assert POST_MORTEM_VOLUME_DIR.startswith(f"{LOG_MOUNT}/")
+    in_pipeline = _pod_volumes(tmpl, pipeline)[LOG_MOUNT]
+    assert in_pipeline["persistentVolumeClaim"] == {"claimName": "{{workflow.parameters.log-pvc}}"}
+    train_args = {p["name"]: p["value"] for p in tasks["train"]["arguments"]["parameters"]}
+    assert train_args["log-pvc"] == "{{workflow.parameters.log-pvc}}"  # the training pods' PVC
+    assert _pod_volumes(tmpl, alone)[LOG_MOUNT] == {"name": in_pipeline["name"], "emptyDir": {}}
+    for task in tasks.values():
+        other = template(load(f"{task['templateRef']['template']}.yaml"), task["templateRef"]["template"])
+        if other is not tmpl and task["name"] != "train":
+            assert LOG_MOUNT not in _pod_volumes(other, pipeline), task["name"]
+            assert POST_MORTEM_VOLUME_DIR_ENV not in {e["name"] for e in other["container"].get("env") or []}
+
+
 def test_the_pipelines_outputs_are_what_a_run_is_looked_at_for() -> None:
     outputs = {p["name"]: p["valueFrom"] for p in template(load("train-and-serve.yaml"), "main")["outputs"]["parameters"]}
     assert outputs["tensorboard-url"]["parameter"] == "{{tasks.tensorboard.outputs.parameters.url}}"

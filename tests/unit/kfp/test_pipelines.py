@@ -152,6 +152,33 @@ def _check_lifecycle_chain(spec: dict[str, Any], tasks: dict[str, dict[str, Any]
         assert given["serving_replicas"]["parameterType"] == "NUMBER_INTEGER"
 
 
+@pytest.mark.parametrize("kind", pipelines.KINDS)
+def test_the_train_and_exit_handler_pods_keep_the_post_mortem_on_the_log_pvc(kind: str) -> None:
+    """Issue 30: the steps that save a post-mortem record (train and finish_run) mount the run's
+    log PVC (the same `log_pvc` the training pods mount) and copy the record there; no other
+    step pod mounts it."""
+    from volcano_pipelines.steps.pipelines import LOG_MOUNT, POST_MORTEM_VOLUME_DIR, POST_MORTEM_VOLUME_DIR_ENV
+
+    spec, platform_spec = _compiled(kind)
+    train = "exec-train-tf" if kind == "tf" else "exec-train-mpi"
+    executors = platform_spec["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    # The exit handler sits outside the exit handler's group: it reads the root's parameter.
+    for name, channel in ((train, "pipelinechannel--log_pvc"), ("exec-finish-run", "log_pvc")):
+        assert executors[name]["pvcMount"] == [{"componentInputParameter": channel, "mountPath": LOG_MOUNT,
+                                                "pvcNameParameter": {"componentInputParameter": channel}}], name
+    assert POST_MORTEM_VOLUME_DIR == f"{LOG_MOUNT}/post-mortem"
+    mounting = {name for name, e in executors.items() if any(m["mountPath"] == LOG_MOUNT for m in e.get("pvcMount") or [])}
+    assert mounting == {train, "exec-finish-run"}
+    containers = {name: e["container"] for name, e in spec["deploymentSpec"]["executors"].items()}
+    copying = {name for name, c in containers.items()
+               if {"name": POST_MORTEM_VOLUME_DIR_ENV, "value": POST_MORTEM_VOLUME_DIR} in (c.get("env") or [])}
+    assert copying == {train, "exec-finish-run"}
+    # The train task's log_pvc input and its mount are the one pipeline parameter.
+    tasks = _tasks(spec)
+    assert tasks[train.removeprefix("exec-")]["inputs"]["parameters"]["log_pvc"] == \
+        {"componentInputParameter": "pipelinechannel--log_pvc"}
+
+
 def test_tensorboard_ttl_instead_of_the_job() -> None:
     spec, _ = _compiled("tf", tensorboard_ttl=7200)
     board = _tasks(spec)["tensorboard"]["inputs"]["parameters"]
@@ -233,7 +260,8 @@ def test_kerberos_secret_and_hadoop_conf_reach_the_sync_step_pod_only(kind: str)
             assert "secretAsVolume" not in executor and "configMapAsVolume" not in executor, name
     containers = {name: e["container"] for name, e in spec["deploymentSpec"]["executors"].items()}
     assert {"name": "HADOOP_CONF_DIR", "value": step_platform.HADOOP_CONF_MOUNT} in containers["exec-sync"]["env"]
-    assert all("env" not in c for name, c in containers.items() if name != "exec-sync")
+    assert all(e["name"] != "HADOOP_CONF_DIR" for name, c in containers.items() if name != "exec-sync"
+               for e in c.get("env") or [])
     sync_task = _tasks(spec)["sync"]["inputs"]["parameters"]
     assert sync_task["kerberos_keytab"] == {"componentInputParameter": "pipelinechannel--kerberos_keytab"}
     assert sync_task["kerberos_principal"] == {"componentInputParameter": "pipelinechannel--kerberos_principal"}

@@ -102,6 +102,11 @@ def test_train_summary_carries_restart_causes_and_the_post_mortem() -> None:
     assert "| 1 | evicted | j-ps-0 | ps | t1 | EvictionByEvictionAPI |" in text
     assert "Saved as `/pm/ns/j.json` (1234 bytes, 3 pods)" in text
     assert "#### Post-mortem: job ns/j" in text and "##### Pods" in text  # below the step's own headings
+    assert "Copied to" not in text
+    # In a pipeline, the copy on the run's log PVC is named too (issue 30).
+    copy = {"json": "/vpipe/logs/post-mortem/ns/j.json", "markdown": "/vpipe/logs/post-mortem/ns/j.md"}
+    text = summary.train_markdown({**result, "post_mortem": {**result["post_mortem"], "copies": [copy]}})
+    assert "Copied to `/vpipe/logs/post-mortem/ns/j.json` and `/vpipe/logs/post-mortem/ns/j.md`." in text
 
 
 def test_finish_markdown_puts_the_tensorboard_link_beside_the_post_mortem() -> None:
