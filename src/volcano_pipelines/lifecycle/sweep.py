@@ -18,13 +18,14 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.lifecycle import reap as rule
+from volcano_pipelines.outputs import WHOLE, Output
 from volcano_pipelines.progress import Progress
 
-__all__ = ["COMMAND_REASON", "EVENT_ABORTED", "EVENT_EXPIRED", "EVENT_REAPED", "ReapReport", "ReapedUnit", "Sweep"]
+__all__ = ["COMMAND_REASON", "EVENT_ABORTED", "EVENT_EXPIRED", "EVENT_REAPED", "ReapResult", "ReapedUnit", "Sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,17 @@ class ReapedUnit:
 
 
 @dataclass
-class ReapReport:
-    """What one run of the sweeper did; the reap step's result type adds its KFP outputs."""
+class ReapResult:
+    """What one run of the sweeper did: the reap step's result."""
+
+    # The reap step's output parameters (the KFP component's; steps/registry.py reads them).
+    OUTPUTS: ClassVar[tuple[Output, ...]] = (
+        Output("succeeded", "the job ended (or had nothing to reap); false: its pods failed or the step timed out"),
+        Output("ps_linger_seconds", "how long the parameter servers outlived the completion task (0 when unknown)",
+               missing=0.0),
+        Output("message", "what the step did", missing=""),
+        Output("result", "the whole step result (ReapResult.to_dict())", WHOLE),
+    )
 
     scope: str  # "job NS/NAME", "namespace NS selector S", "all namespaces selector S"
     succeeded: bool
@@ -74,9 +84,6 @@ class ReapReport:
         return out
 
 
-R = TypeVar("R", bound=ReapReport)
-
-
 @dataclass
 class _Acted:
     entry: ReapedUnit
@@ -85,14 +92,12 @@ class _Acted:
     gone: bool = False
 
 
-class Sweep(Generic[R]):
-    """One run of the sweeper: the caches the informers fill, and the decisions taken on them.
-    `result_type` is the report to fill (the reap step passes its ReapResult)."""
+class Sweep:
+    """One run of the sweeper: the caches the informers fill, and the decisions taken on them."""
 
     def __init__(self, cluster: Any, *, namespace: str | None, job: str | None, selector: str | None, grace: float,
                  on_failure: str, completion_task: str | None, group_label: str | None, delete_deployment: bool,
                  delete_namespace: bool, once: bool, dry_run: bool, timeout: float | None, progress: Progress,
-                 result_type: type[R],
                  wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.cluster = cluster
@@ -118,7 +123,7 @@ class Sweep(Generic[R]):
         self.acted: dict[tuple[str, str, str], _Acted] = {}
         self.reported: set[tuple[str, str, str]] = set()
         self.decisions: dict[tuple[str, str, str], tuple[rule.Unit, rule.Decision]] = {}
-        self.result = result_type(scope=self._scope(), succeeded=True, dry_run=dry_run)
+        self.result = ReapResult(scope=self._scope(), succeeded=True, dry_run=dry_run)
         self.passes = 0
         self.started_wall = wall()
 
@@ -169,7 +174,7 @@ class Sweep(Generic[R]):
 
     # ----- the loop ------------------------------------------------------------------------
 
-    def run(self) -> R:
+    def run(self) -> ReapResult:
         informers = [i.start() for i in self._informers()]
         log.info("reap: watching %s", self.result.scope)
         try:
@@ -178,7 +183,7 @@ class Sweep(Generic[R]):
             for informer in informers:
                 informer.stop()
 
-    def _loop(self) -> R:
+    def _loop(self) -> ReapResult:
         started = self.clock()
         deadline = started + self.timeout if self.timeout else None
         while True:
@@ -218,7 +223,7 @@ class Sweep(Generic[R]):
             wait = min(wait, max(0.0, deadline - self.clock()))
         return max(wait, 0.01)
 
-    def _evaluate(self) -> R | None:
+    def _evaluate(self) -> ReapResult | None:
         """Decide about every unit in the caches; act on what is due. Returns the result when
         the step is over."""
         now = self.wall()
@@ -387,7 +392,7 @@ class Sweep(Generic[R]):
 
     # ----- ending ---------------------------------------------------------------------------
 
-    def _finished(self) -> R | None:
+    def _finished(self) -> ReapResult | None:
         pending_gone = any(not a.gone for a in self.acted.values())
         if self.job:
             unit, decision = next(iter(self.decisions.values()))
@@ -424,7 +429,7 @@ class Sweep(Generic[R]):
         gone = [f"{a.entry.namespace}/{a.entry.name}: parameter servers not gone yet" for a in self.acted.values() if not a.gone]
         return "; ".join(waiting + gone) or "nothing seen"
 
-    def _end(self, message: str, *, succeeded: bool = True) -> R:
+    def _end(self, message: str, *, succeeded: bool = True) -> ReapResult:
         self.result.message = message
         self.result.succeeded = succeeded and self.result.succeeded
         if self.job and self.result.reaped:

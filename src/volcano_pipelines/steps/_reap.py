@@ -13,14 +13,12 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import ClassVar, Literal, get_args
+from typing import Literal, get_args
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.lifecycle import reap as rule
-from volcano_pipelines.lifecycle.sweep import ReapedUnit, ReapReport, Sweep
+from volcano_pipelines.lifecycle.sweep import ReapedUnit, ReapResult, Sweep
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.signals import stop_signals_handled_by
 from volcano_pipelines.kube.validate import (
@@ -39,20 +37,6 @@ _REQUIREMENT = re.compile(
     r"(?P<neg>!)?\s*(?P<key>[^\s!=(),]+)\s*"
     r"(?:(?P<op>==|=|!=)\s*(?P<value>[^\s!=(),]*)|\s+(?P<set>in|notin)\s*\((?P<values>[^()]*)\))?"
 )
-
-
-@dataclass
-class ReapResult(ReapReport):
-    """The sweeper's report (lifecycle/sweep.py) as the step's result, with its outputs."""
-
-    # The KFP component's output parameters (steps/registry.py).
-    OUTPUTS: ClassVar[tuple[Output, ...]] = (
-        Output("succeeded", "the job ended (or had nothing to reap); false: its pods failed or the step timed out"),
-        Output("ps_linger_seconds", "how long the parameter servers outlived the completion task (0 when unknown)",
-               missing=0.0),
-        Output("message", "what the step did", missing=""),
-        Output("result", "the whole step result (ReapResult.to_dict())", WHOLE),
-    )
 
 
 def check_selector(field_name: str, text: str) -> None:
@@ -124,7 +108,7 @@ def reap(
     sweep = Sweep(cluster, namespace=scope_namespace, job=job, selector=selector, grace=float(grace),
                    on_failure=on_failure, completion_task=completion_task, group_label=group_label,
                    delete_deployment=delete_deployment, delete_namespace=delete_namespace, once=once,
-                   dry_run=dry_run, timeout=timeout, progress=progress or Progress(), result_type=ReapResult)
+                   dry_run=dry_run, timeout=timeout, progress=progress or Progress())
     with _stop_on_signals(sweep.stop):
         return sweep.run()
 

@@ -30,14 +30,13 @@ class Recorder:
         self.calls: list[tuple[str, ...]] = []
 
 
-class InMemorySweep(sweeper.Sweep[ReapResult]):
+class InMemorySweep(sweeper.Sweep):
     """The loop with its informers replaced by fixed listings."""
 
     def __init__(self, listings: dict[str, list[dict[str, Any]]], *, now: datetime, **options: Any) -> None:
         defaults: dict[str, Any] = {"namespace": "ns", "job": None, "selector": None, "grace": 30.0, "on_failure": "report",
                                     "completion_task": None, "group_label": None, "delete_deployment": False,
-                                    "delete_namespace": False, "once": False, "dry_run": False, "timeout": 30.0,
-                                    "result_type": ReapResult}
+                                    "delete_namespace": False, "once": False, "dry_run": False, "timeout": 30.0}
         defaults.update(options)
         super().__init__(object(), progress=Progress(), wall=lambda: now, **defaults)
         self.listings = listings
