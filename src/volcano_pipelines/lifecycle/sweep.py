@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar
 
+from volcano_pipelines.deadline import Deadline
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.lifecycle import reap as rule
 from volcano_pipelines.outputs import WHOLE, Output
@@ -184,8 +185,7 @@ class Sweep:
                 informer.stop()
 
     def _loop(self) -> ReapResult:
-        started = self.clock()
-        deadline = started + self.timeout if self.timeout else None
+        deadline = Deadline.after(self.timeout or None, self.clock)
         while True:
             item: tuple[str, str, Any] | None
             try:
@@ -200,7 +200,7 @@ class Sweep:
                     item = None
             if self.stop.is_set():
                 return self._end("stopped by a signal", succeeded=not self.job)
-            timed_out = deadline is not None and self.clock() >= deadline
+            timed_out = deadline.expired()
             if len(self.synced) < len(self.caches):
                 if timed_out:
                     return self._end(f"timed out after {self.timeout:g}s before the first listing finished", succeeded=False)
@@ -213,14 +213,13 @@ class Sweep:
                     return self._end(f"swept for {self.timeout:g}s")
                 return self._end(f"timed out after {self.timeout:g}s: " + self._waiting_text(), succeeded=False)
 
-    def _wait_seconds(self, deadline: float | None) -> float:
+    def _wait_seconds(self, deadline: Deadline) -> float:
         wait = STOP_CHECK_SECONDS
         now = self.wall()
         for _unit, decision in self.decisions.values():
             if decision.action == rule.GRACE and decision.due_at is not None:
                 wait = min(wait, max(0.0, (decision.due_at - now).total_seconds()) + 0.05)
-        if deadline is not None:
-            wait = min(wait, max(0.0, deadline - self.clock()))
+        wait = deadline.clamp(wait)
         return max(wait, 0.01)
 
     def _evaluate(self) -> ReapResult | None:
