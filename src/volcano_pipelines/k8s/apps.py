@@ -21,6 +21,7 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from volcano_pipelines.deadline import Deadline
 from volcano_pipelines.k8s.client import Cluster
 from volcano_pipelines.k8s.errors import (
     KubeError,
@@ -413,11 +414,11 @@ def wait_for_rollout(cluster: Cluster, namespace: str, name: str, *, selector: M
     import time as _time
 
     now = clock or _time.monotonic
-    deadline = now() + timeout
+    deadline = Deadline.after(timeout, now)
     last_look: float | None = None
     current: Obj | None = None
     last_message = ""
-    for update in watch_deployment(cluster, namespace, name, lambda: max(1.0, min(5.0, deadline - now()))):
+    for update in watch_deployment(cluster, namespace, name, lambda: max(1.0, deadline.clamp(5.0))):
         if update is not None:
             current = update
         if current is None:
@@ -435,6 +436,6 @@ def wait_for_rollout(cluster: Cluster, namespace: str, name: str, *, selector: M
             problem = new_pod_problem(pods, template_hash, TEMPLATE_HASH_ANNOTATION)
             if problem:
                 return Rollout(False, True, problem)
-        if moment >= deadline:
+        if deadline.expired(moment):
             return Rollout(False, True, f"not ready after {timeout:g}s: {state.message}")
     return Rollout(False, True, f"deployment {namespace}/{name} was deleted while waiting for it")

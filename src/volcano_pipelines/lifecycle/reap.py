@@ -1,6 +1,6 @@
 """When to finish a training job whose parameter servers outlive it (the reap step), as pure
 functions: the objects the API returned in, one decision with its reason out. The watch loop
-(steps/reap.py) only lists, watches and acts; every "should we?" is answered here, so each
+(lifecycle/sweep.py) only lists, watches and acts; every "should we?" is answered here, so each
 rule is tested on dicts without a cluster.
 
 Two layouts:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar, Literal, get_args
 
+from volcano_pipelines.deadline import Deadline
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.steps.params import check_types
@@ -120,7 +121,7 @@ def wait_model_available(fetch: Fetch, model_name: str, want: Sequence[int] | No
     """Ask TF Serving for the model's status until the wanted versions (None: any version)
     are AVAILABLE, a wanted version failed to load, or `timeout` seconds pass. TF Serving
     answers while a version still loads: only the state counts."""
-    deadline = clock() + timeout
+    deadline = Deadline.after(timeout, clock)
     last = ""
     while True:
         status, text = fetch("GET", f"v1/models/{model_name}", None)
@@ -136,9 +137,9 @@ def wait_model_available(fetch: Fetch, model_name: str, want: Sequence[int] | No
         last = state.message
         if state.ready or state.failed:
             return state
-        if clock() >= deadline:
+        if deadline.expired():
             return ModelStatus(False, True, state.served, f"not AVAILABLE after {timeout:g}s: {state.message}")
-        sleep(min(interval, max(0.0, deadline - clock())))
+        sleep(deadline.clamp(interval))
 
 
 def smoke_test(fetch: Fetch, model_name: str, payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -302,7 +303,7 @@ def serve(
     require_pvc(cluster, ns, "pvc", pvc)
     apps.check_all(cluster, build_serving(spec))
     previous = apps.get(cluster, "apps/v1", "Deployment", ns, name)
-    started = time.monotonic()
+    budget = Deadline.after(timeout, time.monotonic)
     objects = build_serving(spec)
     deployment = apps.apply(cluster, next(o for o in objects if o["kind"] == "Deployment"))
     for obj in build_serving(spec, apps.owner_of(deployment)):
@@ -319,7 +320,7 @@ def serve(
     if failure is None:
         direct = rest_url or _in_cluster_url(name, ns, kubeconfig, context)
         fetch = _direct_fetch(direct) if direct else _proxy_fetch(cluster, ns, name)
-        remaining = max(1.0, timeout - (time.monotonic() - started))
+        remaining = max(1.0, budget.remaining())
         model = wait_model_available(fetch, model_name, want, remaining, on_change=progress.note)
         result.served_versions = list(model.served)
         result.version = max(model.served) if model.served else None

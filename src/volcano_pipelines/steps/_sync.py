@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.params import check_types
-from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.transfer import engine
 from volcano_pipelines.transfer.durability import DEFAULT_DURABILITY, MODES
@@ -49,15 +48,6 @@ MAX_SHARDS = 1000  # one manifest per worker; a task has at most 1000 replicas (
 MAX_CHUNK_MIB = 256
 MAX_STREAMS = 16
 DURABILITY_MODES = MODES
-
-# The KFP component's output parameters (steps/registry.py); the result type itself lives
-# with the engine (transfer/result.py), which may not import the step layer.
-SyncResult.OUTPUTS = (  # type: ignore[attr-defined]
-    Output("copied", "files copied"),
-    Output("bytes_copied", "bytes copied"),
-    Output("failed", "files that failed (the step fails when any did)"),
-    Output("result", "the whole step result (SyncResult.to_dict())", WHOLE, drop=("plan",)),
-)
 
 
 class _Forward(TransferProgress):

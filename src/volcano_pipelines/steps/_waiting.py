@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend, Job, JobSession
+from volcano_pipelines.deadline import Deadline
 from volcano_pipelines.errors import ClusterError, WorkFailed
 from volcano_pipelines.labels import RUN_LABEL
 from volcano_pipelines.progress import Progress
@@ -143,8 +144,7 @@ class _Waiter:
         self.backend = backend
         meta = job["metadata"]
         self.namespace, self.name = meta["namespace"], meta["name"]
-        started = clock() if started is None else started
-        self.deadline = started + policy.timeout_seconds if policy.timeout_seconds else None
+        self.deadline = Deadline.after(policy.timeout_seconds or None, clock, start=started)
         self.problem: str | None = None
         self.counts: dict[str, TaskCounts] = {}
         self.last_hint: float | None = None
@@ -160,9 +160,9 @@ class _Waiter:
         base = self.policy.hint_interval_seconds if waiting else self.policy.watch_window_seconds
         follow = self.follower.seconds_to_next_read(self.clock())
         base = base if follow is None else max(1.0, min(base, follow))
-        if self.deadline is None:
+        if not self.deadline.limited:
             return base
-        return max(1.0, min(base, self.deadline - self.clock() + 1))
+        return max(1.0, min(base, self.deadline.remaining() + 1))
 
     def wait(self) -> TrainResult:
         status = job_status(self.job)
@@ -184,7 +184,7 @@ class _Waiter:
                     self.problem = None
                 self.progress.job(self.name, status, self.problem)
                 self.follower.poll(now, status)
-                if self.deadline is not None and now >= self.deadline:
+                if self.deadline.expired(now):
                     return self._timed_out()
         if not finished:
             return TrainResult(

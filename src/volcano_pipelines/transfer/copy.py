@@ -14,8 +14,8 @@ few copies and calls as Python allows:
 - a source with `readinto` (a local file) is read into one reused buffer;
 - anything else (fsspec) is read in `chunk_size` pieces.
 
-Write errors are marked (`err._vpipe_dest`) so the executor can tell them from source
-errors."""
+Write errors are raised as `DestinationError` (carrying the system's OSError) so the
+executor can tell them from source errors."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO
 
-__all__ = ["Abandoned", "SourceChanged", "copy_stream", "keep_freed_memory", "hash_file", "hash_stream", "new_digest", "plan_ranges"]
+__all__ = ["Abandoned", "DestinationError", "SourceChanged", "copy_stream", "keep_freed_memory", "hash_file", "hash_stream", "new_digest", "plan_ranges"]
 
 # A range read in parallel is at least this long: below it the extra stream's set-up (a
 # DataNode connection, a thread) costs more than it overlaps.
@@ -42,6 +42,21 @@ class SourceChanged(Exception):
 
 class Abandoned(Exception):
     """A second Ctrl-C: the copy in flight stops between writes (its temporary file goes)."""
+
+
+class DestinationError(OSError):
+    """A write to the destination failed (open, write, flush, rename), not a read from the
+    source: the executor decides by its errno (full, denied, retry on EIO) instead of the
+    source's transient-error rules. `error` is the OSError the system raised; errno, the
+    file names and the message are its own, so what the user reads does not change."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error.errno, error.strerror)
+        self.error = error
+        self.filename, self.filename2 = error.filename, error.filename2
+
+    def __str__(self) -> str:
+        return str(self.error)
 
 
 OnBytes = Callable[[int], None]
@@ -74,11 +89,6 @@ def plan_ranges(size: int, streams: int, min_range: int | None = None) -> list[t
     return [(off, min(step, size - off)) for off in range(0, size, step)]
 
 
-def _dest(err: OSError) -> OSError:
-    err._vpipe_dest = True  # type: ignore[attr-defined]
-    return err
-
-
 def _pwrite_all(fd: int, bufs: list[Any], offset: int) -> None:
     """pwritev until every byte of `bufs` is at `offset` onwards (a write may be short)."""
     total = sum(len(b) for b in bufs)
@@ -93,7 +103,7 @@ def _pwrite_all(fd: int, bufs: list[Any], offset: int) -> None:
             n = os.pwrite(fd, view, pos)
             view, pos = view[n:], pos + n
     except OSError as err:
-        raise _dest(err) from None
+        raise DestinationError(err) from err
 
 
 def _write_ranges(
@@ -150,7 +160,7 @@ def copy_stream(
     `flush_every` > 0: fdatasync each time that many more bytes were written, so the
     destination writes them to disk while the copy goes on instead of all at the final
     fsync. Raises SourceChanged when the source does not hold `size` bytes, Abandoned on
-    a second Ctrl-C, OSError (with `_vpipe_dest` set for write errors)."""
+    a second Ctrl-C, DestinationError for a write error, OSError for a read error."""
     if flush_every and size > flush_every:
         on_bytes = _flushing(fd, flush_every, on_bytes)
     range_reader = getattr(stream, "range_reader", None)
@@ -246,7 +256,7 @@ def _read_range_into(
                 k = os.pwrite(fd, view, pos)
                 view, pos = view[k:], pos + k
         except OSError as err:
-            raise _dest(err) from None
+            raise DestinationError(err) from err
         written += n
         on_bytes(n)
         _check_range(abandon, halt, written, length)
@@ -280,7 +290,7 @@ def _flushing(fd: int, every: int, inner: OnBytes) -> OnBytes:
             try:
                 os.fdatasync(fd)
             except OSError as err:
-                raise _dest(err) from None
+                raise DestinationError(err) from err
 
     return on_bytes
 
@@ -336,7 +346,7 @@ def _copy_sequential(
             while view:
                 view = view[os.write(fd, view) :]
         except OSError as err:
-            raise _dest(err) from None
+            raise DestinationError(err) from err
         written += len(data)
         on_bytes(len(data))
         if abandon.is_set():

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from volcano_pipelines.transfer.copy import Abandoned, SourceChanged, copy_stream, hash_file, hash_stream, new_digest
-from volcano_pipelines.transfer.copy import keep_freed_memory
+from volcano_pipelines.transfer.copy import DestinationError, keep_freed_memory
 from volcano_pipelines.transfer.dest import (
     DENIED_ERRNOS,
     FULL_ERRNOS,
@@ -355,12 +355,12 @@ class Executor:
                 last_error = f"verification failed: {err}"
                 log.warning("%s: %s (attempt %d/%d)", item.path, last_error, attempt, self.opts.max_attempts)
             except (OSError, RuntimeError) as err:
-                if isinstance(err, OSError) and getattr(err, "_vpipe_dest", False):
-                    mapped = classify_os_error(err, f"writing {item.path}")
-                    if mapped is not err:
-                        raise mapped from err
-                    last_error = f"destination error: {err}"
-                    if err.errno not in (errno.EIO, errno.ENOTCONN, errno.ESTALE):
+                if isinstance(err, DestinationError):
+                    mapped = classify_os_error(err.error, f"writing {item.path}")
+                    if mapped is not err.error:
+                        raise mapped from err.error
+                    last_error = f"destination error: {err.error}"
+                    if err.error.errno not in (errno.EIO, errno.ENOTCONN, errno.ESTALE):
                         break
                 elif not is_transient(err):
                     last_error = f"source error: {short_error(err)}"
@@ -391,8 +391,7 @@ class Executor:
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             except OSError as err:
-                err._vpipe_dest = True  # type: ignore[attr-defined]
-                raise
+                raise DestinationError(err) from err
             # The digest needs the bytes in order: one range then.
             wanted = 1 if digest is not None else self.opts.streams
             budget = self._streams if self._streamed(expected.size) else None
@@ -412,8 +411,7 @@ class Executor:
                     os.close(fd)
                     fd = -1
             except OSError as err:
-                err._vpipe_dest = True  # type: ignore[attr-defined]
-                raise
+                raise DestinationError(err) from err
             if size != expected.size:
                 raise VerifyFailed(f"wrote {size} bytes, expected {expected.size}")
             if reads > 1 or not getattr(self.source, "snapshot_reads", False):
@@ -439,8 +437,7 @@ class Executor:
                 os.replace(tmp, final)
                 handed = True
             except OSError as err:
-                err._vpipe_dest = True  # type: ignore[attr-defined]
-                raise
+                raise DestinationError(err) from err
             self._renamed(parent)
             return outcome
         finally:

@@ -4,9 +4,10 @@ errors that carry it (`SyncFailed`, `DeletionRefused`, `SyncInterrupted`)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from volcano_pipelines.errors import InputError, VpipeError, WorkFailed
+from volcano_pipelines.outputs import WHOLE, Output
 from volcano_pipelines.transfer.plan import DeleteRefusal, display_path, utf8_path
 
 __all__ = ["EXIT_INTERRUPTED", "DeletionRefused", "SyncFailed", "SyncInterrupted", "SyncResult"]
@@ -16,6 +17,14 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 @dataclass
 class SyncResult:
+    # The sync step's output parameters (the KFP component's; steps/registry.py reads them).
+    OUTPUTS: ClassVar[tuple[Output, ...]] = (
+        Output("copied", "files copied"),
+        Output("bytes_copied", "bytes copied"),
+        Output("failed", "files that failed (the step fails when any did)"),
+        Output("result", "the whole step result (SyncResult.to_dict())", WHOLE, drop=("plan",)),
+    )
+
     src: str
     dst: str
     dry_run: bool

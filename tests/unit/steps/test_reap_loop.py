@@ -20,8 +20,9 @@ from tests.unit.steps.test_reap_decision import (
 )
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.k8s.errors import Forbidden
+from volcano_pipelines.lifecycle import sweep as sweeper
 from volcano_pipelines.progress import Progress
-from volcano_pipelines.steps import _reap as step
+from volcano_pipelines.steps import ReapResult
 
 
 class Recorder:
@@ -29,7 +30,7 @@ class Recorder:
         self.calls: list[tuple[str, ...]] = []
 
 
-class InMemorySweep(step._Sweep):
+class InMemorySweep(sweeper.Sweep):
     """The loop with its informers replaced by fixed listings."""
 
     def __init__(self, listings: dict[str, list[dict[str, Any]]], *, now: datetime, **options: Any) -> None:
@@ -98,7 +99,7 @@ def actions(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     return recorder
 
 
-def run(actions: Recorder, listings: dict[str, list], at: float, **options: Any) -> step.ReapResult:
+def run(actions: Recorder, listings: dict[str, list], at: float, **options: Any) -> ReapResult:
     sweep = InMemorySweep(listings, now=T0 + timedelta(seconds=at), **options)
     actions.live["sweep"] = sweep  # type: ignore[attr-defined]
     return sweep.run()
@@ -112,8 +113,8 @@ def trained_job() -> dict[str, list]:
 def test_one_job_is_completed_and_the_linger_measured(actions: Recorder) -> None:
     result = run(actions, trained_job(), at=60, job="j")
     assert result.succeeded and result.message == "job ns/j: parameter servers ended"
-    assert actions.calls == [("command", "j", "CompleteJob", step.COMMAND_REASON),
-                             ("event", "Job", "j", step.EVENT_REAPED)]
+    assert actions.calls == [("command", "j", "CompleteJob", sweeper.COMMAND_REASON),
+                             ("event", "Job", "j", sweeper.EVENT_REAPED)]
     [reaped] = result.reaped
     assert (reaped.action, reaped.ps_pods, reaped.completed_at) == ("completed", ["j-ps-0"], "2026-01-01T12:00:20Z")
     assert reaped.linger_seconds == 40.0 and result.ps_linger_seconds == 40.0
@@ -132,7 +133,7 @@ def test_a_failed_worker_is_reported_or_aborted(actions: Recorder) -> None:
     assert not reported.succeeded and reported.failed[0].action == "reported" and actions.calls == []
     aborted = run(actions, listings, at=60, job="j", on_failure="abort")
     assert not aborted.succeeded and aborted.failed[0].action == "aborted"
-    assert actions.calls == [("abort", "j", "WorkersFailed"), ("event", "Job", "j", step.EVENT_ABORTED)]
+    assert actions.calls == [("abort", "j", "WorkersFailed"), ("event", "Job", "j", sweeper.EVENT_ABORTED)]
 
 
 def test_finished_missing_and_unsuitable_jobs(actions: Recorder) -> None:

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from tests.unit.steps.test_reap_decision import T0
 from tests.unit.steps.test_reap_loop import InMemorySweep, Recorder, actions, trained_job  # noqa: F401 - a fixture
-from volcano_pipelines.steps import _reap as step
+from volcano_pipelines.lifecycle import sweep as sweeper
 
 
 def moving_wall(start: datetime):  # type: ignore[no-untyped-def]
@@ -29,7 +29,7 @@ def test_once_waits_for_a_job_in_its_grace_period_and_reaps_it(actions: Recorder
     result = sweep.run()
     assert result.succeeded, result.message
     assert [(r.name, r.action) for r in result.reaped] == [("j", "completed")] and result.waiting == []
-    assert actions.calls[0] == ("command", "j", "CompleteJob", step.COMMAND_REASON)
+    assert actions.calls[0] == ("command", "j", "CompleteJob", sweeper.COMMAND_REASON)
     assert result.reaped[0].linger_seconds is not None and result.reaped[0].linger_seconds >= 1.5
 
 
