@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers.kubeconfigs import TEAM_CONTEXTS
 from volcano_pipelines.cli import main
 
 
@@ -78,16 +79,7 @@ def test_a_quoted_word_that_is_no_argument_stays_as_written() -> None:
 
 # ---------------------------------------------------------------------------- item 6: render's namespace
 
-KUBECONFIG = """apiVersion: v1
-kind: Config
-current-context: team
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:9"}}]
-users: [{name: u, user: {token: t}}]
-contexts:
-- {name: team, context: {cluster: c, user: u, namespace: team-a}}
-- {name: other, context: {cluster: c, user: u, namespace: team-b}}
-- {name: bare, context: {cluster: c, user: u}}
-"""
+KUBECONFIG = TEAM_CONTEXTS
 
 
 @pytest.fixture

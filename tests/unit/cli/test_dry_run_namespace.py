@@ -9,17 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers.kubeconfigs import TEAM_CONTEXTS
 from volcano_pipelines.cli import main
 
-KUBECONFIG = """apiVersion: v1
-kind: Config
-current-context: team
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:9"}}]
-users: [{name: u, user: {token: t}}]
-contexts:
-- {name: team, context: {cluster: c, user: u, namespace: team-a}}
-- {name: other, context: {cluster: c, user: u, namespace: team-b}}
-"""
+KUBECONFIG = TEAM_CONTEXTS
 
 COMMANDS = {
     "train": ["train", "tf", "--name", "j", "--code-url", "http://files.example/m/", "--dry-run"],

@@ -8,18 +8,15 @@ import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from tests.helpers.clock import VirtualClock
 from volcano_pipelines.backends.base import Job, Pod, Scheduling
 
 
-class FakeClock:
+class FakeClock(VirtualClock):
+    """The virtual clock at 1000 s: a time a job's timestamps can be before."""
+
     def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+        super().__init__(start=1000.0)
 
 
 def job(phase: str, *, retries: int = 0, tasks: dict[str, dict[str, int]] | None = None, message: str | None = None,
