@@ -137,3 +137,15 @@ def test_the_shards_help_states_the_limit_the_step_enforces() -> None:
     from volcano_pipelines.steps import sync
 
     assert f"up to {MAX_SHARDS}" in (sync.__doc__ or "") and "no more than the\n            files selected" in (sync.__doc__ or "")
+
+
+@pytest.mark.parametrize(("shards", "refused_by"), [
+    ("1000", "at most the number of files selected"),  # the limit itself passes the range check
+    ("1001", "a count up to 1000"),
+])
+def test_the_shards_limit_is_inclusive(capsys: pytest.CaptureFixture[str], tree: Path, shards: str,
+                                       refused_by: str) -> None:
+    dst = tree.parent / "dst"
+    code, _, err = _err(capsys, "sync", str(tree), str(dst), "-q", "--shards", shards)
+    assert code == 2 and f"invalid --shards={shards}" in err and refused_by in err, err
+    assert not dst.exists()
