@@ -19,6 +19,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -458,6 +459,13 @@ class ControlPlane:
             "--node-lease-duration-seconds=40",
             "--cidr=10.244.0.0/16",
             "--node-ip=10.1.0.1",
+        ])
+        # The last step of a deletion on the kwok nodes, with the pod's UID as precondition
+        # (tests/cluster/pod_finalizer.py says why kwok's own delete stage is not used).
+        self._spawn("pod-finalizer", [
+            sys.executable, str(Path(__file__).resolve().parent / "pod_finalizer.py"),
+            f"--kubeconfig={kubeconfig}",
+            f"--fake-node-selector={FAKE_NODE_LABEL}=kwok",
         ])
 
     def _create_nodes(self) -> None:

@@ -8,6 +8,7 @@ that Volcano's CompleteJob policy finishes the job (parameter server deleted).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -158,6 +159,38 @@ def test_failure_label_fails_pod_with_exit_code(cluster, namespace: str) -> None
         return got.get("status", {}).get("state", {}).get("phase", "")
 
     wait_for("job Aborted", lambda: phase() in ("Aborting", "Aborted"), timeout=60)
+
+
+def test_a_deleted_pod_is_removed_and_a_new_pod_of_its_name_is_left_alone(cluster, namespace: str) -> None:
+    """The last step of a deletion on a kwok node is tests/cluster/pod_finalizer.py's, with
+    the pod's UID as precondition, like a kubelet: a pod deleted with a grace period is gone
+    soon after, and a new pod given the same name at once (what Volcano does on a restart)
+    is never removed in its place (kwok's own delete stage did that: a job restarted twice)."""
+    core = client.CoreV1Api(cluster.api_client())
+    node = core.list_node(label_selector="type=kwok").items[0].metadata.name
+
+    def pod(labels: dict[str, str]) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "reused", "labels": labels},
+                "spec": {"nodeName": node, "restartPolicy": "Never", "containers": [
+                    {"name": "main", "image": "registry.invalid/never-pulled:1"}]}}
+
+    running = behaviour.keep_running()
+    first = core.create_namespaced_pod(namespace, pod(running))
+    wait_for("the pod Running", lambda: core.read_namespaced_pod("reused", namespace).status.phase == "Running",
+             timeout=60)
+    core.delete_namespaced_pod("reused", namespace, grace_period_seconds=30)
+
+    def gone() -> bool:
+        try:
+            return core.read_namespaced_pod("reused", namespace).metadata.uid != first.metadata.uid
+        except client.ApiException as err:
+            return err.status == 404
+
+    wait_for("the deleted pod removed", gone, timeout=30)
+    second = core.create_namespaced_pod(namespace, pod(running))
+    time.sleep(3)  # well past the finalizer's 0.2 s delay and any second event of the first pod
+    kept = core.read_namespaced_pod("reused", namespace)
+    assert kept.metadata.uid == second.metadata.uid and kept.metadata.deletion_timestamp is None
 
 
 def test_rbac_is_enforced_for_impersonated_service_account(cluster, namespace: str) -> None:
