@@ -271,7 +271,10 @@ def test_train_and_serve_succeeds_end_to_end_and_a_failing_worker_fails_it_with_
         first = fired[0]["metadata"]
         fired_after = time.monotonic() - started
         # Its next tick comes while that run still goes: Forbid makes the controller skip it.
-        scheduled = cron_status(api, namespace)["lastScheduledTime"]
+        # (The controller creates the run first and records the time in the status after: CI
+        # once read the status between the two.)
+        scheduled = wait_for("the CronWorkflow to record its run",
+                             lambda: cron_status(api, namespace).get("lastScheduledTime"), timeout=30)
         next_tick = support.parse_time(scheduled) + 60
         time.sleep(max(0.0, next_tick + 10 - time.time()))
         at_next_tick = {"runs": [w["metadata"]["name"] for w in cron_runs(api, namespace)],

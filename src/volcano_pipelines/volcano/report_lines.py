@@ -188,6 +188,9 @@ def _from_iso(text: Any) -> float | None:
         return None
 
 
+_KEEP_RESUMES = 32  # one per restart; bounded against code that prints many
+
+
 @dataclass
 class ProgressTracker:
     """The reports of one job, as they are read again and again from overlapping log tails:
@@ -200,6 +203,8 @@ class ProgressTracker:
     _seen: dict[tuple[str, int], float] = field(default_factory=dict)
     state: TrainingProgress = field(default_factory=TrainingProgress)
     _new_attempt: bool = False
+    # (step, time) of the resume lines already taken, so a re-read never moves the step back.
+    _resumes: list[tuple[int, float | None]] = field(default_factory=list)
 
     def restarted(self) -> None:
         self._base = None
@@ -213,8 +218,16 @@ class ProgressTracker:
         for report in reports:
             when = report.time if report.time is not None else self._seen.setdefault((report.kind, report.step), now)
             if report.kind == "resumed":
-                if state.resumed_from_step != report.step and report.step > 0:
-                    state = _with(state, resumed_from_step=report.step)
+                if report.step > 0 and (report.step, report.time) not in self._resumes:
+                    # The first read of a resume line: training now stands at that step, not
+                    # at the last step the old attempt printed (which may lie past the
+                    # checkpoint); the rate starts again from there. A re-read changes nothing.
+                    self._resumes.append((report.step, report.time))
+                    del self._resumes[:-_KEEP_RESUMES]
+                    self._base = None
+                    state = _with(state, resumed_from_step=report.step, step=report.step,
+                                  steps_per_second=None, eta_seconds=None, examples_per_second=None,
+                                  updated=when)
                 self._new_attempt = False
             elif report.kind == "checkpoint":
                 if state.checkpoint_step is None or report.step >= state.checkpoint_step or self._new_attempt:

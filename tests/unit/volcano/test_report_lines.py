@@ -103,6 +103,30 @@ def test_a_restart_resumed_from_a_checkpoint() -> None:
     assert tracker.state.steps_per_second is None  # the rate starts again with the new attempt
 
 
+def test_a_resumed_run_stands_at_its_checkpoint_not_at_the_old_attempts_last_step() -> None:
+    # Seen on CI: the parameter server killed at the checkpoint of step 500; the chief printed
+    # step 600 before it failed; the new attempt resumed from 500. Until its first progress
+    # report the step shown must be 500, so steps only go forward from the resume on.
+    tracker = ProgressTracker()
+    tracker.observe(parse_text("vpipe:checkpoint step=500 path=/c/500\nvpipe:progress step=600 total=1000"), 100.0)
+    tracker.restarted()
+    assert tracker.observe(parse_text("vpipe:resumed step=500 path=/c/500"), 200.0)
+    assert (tracker.state.step, tracker.state.resumed_from_step, tracker.state.eta_seconds) == (500, 500, None)
+    tail = "vpipe:resumed step=500 path=/c/500\nvpipe:progress step=550 total=1000"
+    tracker.observe(parse_text(tail), 210.0)
+    assert tracker.state.step == 550
+    tracker.observe(parse_text(tail), 220.0)  # the same resume line read again moves nothing back
+    assert tracker.state.step == 550 and tracker.state.resumed_from_step == 500
+
+
+def test_a_second_resume_from_the_same_step_with_its_own_time_is_taken() -> None:
+    tracker = ProgressTracker()
+    tracker.observe(parse_text("vpipe:resumed step=500 time=100\nvpipe:progress step=700 total=1000"), 1.0)
+    tracker.restarted()
+    tracker.observe(parse_text("vpipe:resumed step=500 time=200"), 2.0)
+    assert tracker.state.step == 500
+
+
 def test_a_restart_without_a_resumed_line_does_not_guess() -> None:
     tracker = ProgressTracker()
     tracker.observe(parse_text("vpipe:progress step=300 total=1000"), 100.0)
