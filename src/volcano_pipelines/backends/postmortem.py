@@ -61,6 +61,16 @@ def record_paths(namespace: str, name: str, directory: str | os.PathLike[str] | 
     return base / namespace / f"{name}.json", base / namespace / f"{name}.md"
 
 
+def namespaces_with_record(name: str, directory: str | os.PathLike[str] | None = None) -> list[str]:
+    """The namespaces that hold a saved record of job `name`, sorted (for `vpipe status
+    --post-mortem` without `-n`: the records are local files, so no cluster is needed)."""
+    base = Path(directory) if directory is not None else default_directory()
+    try:
+        return sorted(entry.name for entry in base.iterdir() if (entry / f"{name}.json").is_file())
+    except OSError:
+        return []
+
+
 def now_rfc3339() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 

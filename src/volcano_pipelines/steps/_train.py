@@ -123,7 +123,7 @@ def status(
         from volcano_pipelines.steps._restarts import saved_result
 
         if namespace is None:
-            namespace = _cluster_backend(kubeconfig, context).cluster.namespace
+            namespace = _record_namespace(name, kubeconfig, context)
         return saved_result(namespace, name)
     cluster_backend = _cluster_backend(kubeconfig, context)
     namespace = namespace or cluster_backend.cluster.namespace
@@ -221,6 +221,26 @@ def target_namespace(kubeconfig: str | None = None, context: str | None = None) 
     if known and context not in known:
         raise InputError("context", context, f"a context of the kubeconfig: {', '.join(known)}")
     return default_namespace(kubeconfig, context)
+
+
+def _record_namespace(name: str, kubeconfig: str | None, context: str | None) -> str:
+    """The namespace of job `name`'s saved record when `-n` is not given. The records are local
+    files: the one namespace that holds a record of that name needs no kubeconfig; with none,
+    the kubeconfig context's namespace, else `default` (the "no record" message says where it
+    looked: a missing kubeconfig is not what is wrong then)."""
+    from volcano_pipelines.backends.postmortem import namespaces_with_record
+    from volcano_pipelines.errors import ClusterError
+
+    found = namespaces_with_record(name)
+    if len(found) == 1:
+        return found[0]
+    if len(found) > 1:
+        raise InputError("namespace", None, f"one of {', '.join(found)}: job {name} has a post-mortem record "
+                                            "in each of these namespaces (give -n)")
+    try:
+        return _cluster_backend(kubeconfig, context).cluster.namespace
+    except ClusterError:
+        return "default"
 
 
 def _cluster_backend(kubeconfig: str | None, context: str | None) -> ClusterBackend:
