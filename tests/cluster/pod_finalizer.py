@@ -41,14 +41,19 @@ class Finalizer:
         self.core = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
         self.selector = fake_node_selector
         self.fake_nodes: set[str] = set()
+        self.other_nodes: set[str] = set()  # names listed once and not fake (the real node)
         self.done: set[str] = set()  # UIDs already removed (or found gone)
         self.lock = threading.Lock()
 
     def is_fake(self, node: str | None) -> bool:
         if not node:
             return False  # never bound: the API server removes such a pod itself
-        if node not in self.fake_nodes:
+        if node not in self.fake_nodes and node not in self.other_nodes:
+            # A node not seen before: list once. Every update of a terminating pod on the real
+            # node comes here, so its name is remembered too rather than listed again each time.
             self.fake_nodes = {n.metadata.name for n in self.core.list_node(label_selector=self.selector).items}
+            if node not in self.fake_nodes:
+                self.other_nodes.add(node)
         return node in self.fake_nodes
 
     def consider(self, pod: Any) -> None:

@@ -91,11 +91,12 @@ def test_env_values_keep_every_equals_sign(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_argo_pods_cannot_escalate_and_are_collected() -> None:
+    from volcano_pipelines.argo import pipelines as argo_pipelines
     from volcano_pipelines.argo import templates
     from volcano_pipelines.images import RUNTIME_IMAGE
 
     built = [templates.step_workflow_template(spec, RUNTIME_IMAGE).to_dict() for spec in templates.STEPS.values()]
-    built += [templates.train_and_serve(RUNTIME_IMAGE).to_dict(), templates.train_and_serve(RUNTIME_IMAGE, "mpi").to_dict()]
+    built += [argo_pipelines.train_and_serve(RUNTIME_IMAGE).to_dict(), argo_pipelines.train_and_serve(RUNTIME_IMAGE, "mpi").to_dict()]
     containers = 0
     for workflow in built:
         spec = workflow["spec"]

@@ -94,9 +94,6 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
                                 "the decisions are in lifecycle/reap.py, the step's checks in steps/_reap.py"),
     "steps/_serve.py": (430, "the serve step: argument checks, rollout wait, smoke test, rollback and pruning; "
                               "to split: the TF Serving status client"),
-    "argo/templates.py": (450, "every WorkflowTemplate (per step, the TF and MPI pipelines) built in one place from "
-                                "the step signatures (the CronWorkflow is in argo/schedules.py); to split: the "
-                                "pipelines (with their outputs) from the per-step templates"),
     "backends/local.py": (420, "the local backend's protocol side: submit/attach, sessions, and now the progress "
                                "annotations and the post-mortem record over the runner's pods; to split: the "
                                "post-mortem collection (into backends/postmortem.py)"),

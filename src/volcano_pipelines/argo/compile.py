@@ -29,13 +29,13 @@ def _document(obj: Any) -> str:
 def artifacts(runtime_image: str = RUNTIME_IMAGE) -> dict[str, str]:
     """Relative path -> YAML text, for every generated Argo file; every container runs in
     `runtime_image` (`vpipe compile --runtime-image`)."""
-    from volcano_pipelines.argo import schedules, templates
+    from volcano_pipelines.argo import pipelines, schedules, templates
 
     out: dict[str, str] = {}
     for name, spec in templates.STEPS.items():
         out[f"{OUT_DIR}/{name}.yaml"] = _document(templates.step_workflow_template(spec, runtime_image))
-    out[f"{OUT_DIR}/train-and-serve.yaml"] = _document(templates.train_and_serve(runtime_image))
-    out[f"{OUT_DIR}/train-and-serve-mpi.yaml"] = _document(templates.train_and_serve(runtime_image, "mpi"))
+    out[f"{OUT_DIR}/train-and-serve.yaml"] = _document(pipelines.train_and_serve(runtime_image))
+    out[f"{OUT_DIR}/train-and-serve-mpi.yaml"] = _document(pipelines.train_and_serve(runtime_image, "mpi"))
     out[f"{OUT_DIR}/nightly-retrain.yaml"] = _document(schedules.nightly_retrain())
     # The WorkflowTemplates as one kustomize base (manifests/argo uses it). The CronWorkflow
     # is left out: its arguments are an example to edit before it runs every night.

@@ -1,12 +1,13 @@
 """Scheduled retraining with Argo: the nightly CronWorkflow that runs the train-and-serve
-pipeline (argo/templates.py). Thin: its arguments are the pipeline's parameters."""
+pipeline (argo/pipelines.py). Thin: its arguments are the pipeline's parameters."""
 
 from __future__ import annotations
 
 from hera.workflows import CronWorkflow, Parameter
 from hera.workflows.models import WorkflowTemplateRef
 
-from volcano_pipelines.argo.templates import PART_OF, PIPELINES
+from volcano_pipelines.argo.pipelines import PIPELINES
+from volcano_pipelines.argo.templates import PART_OF
 
 __all__ = ["NIGHTLY_ARGUMENTS", "NIGHTLY_DEADLINE_SECONDS", "nightly_retrain"]
 

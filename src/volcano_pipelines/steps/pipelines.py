@@ -1,7 +1,7 @@
 """The end-to-end pipelines, described once for every front end: which train step, which
 lifecycle steps follow it in which order, and the defaults a pipeline gives where the step's
 own default does not fit a shared cluster. `kfp/pipelines.py` renders this to KFP IR and
-`argo/templates.py` to a WorkflowTemplate; `tests/unit/test_pipeline_defaults.py` proves the
+`argo/pipelines.py` to a WorkflowTemplate; `tests/unit/test_pipeline_defaults.py` proves the
 two renderings offer the same parameters with the same defaults.
 
     train-and-serve      sync -> train tf  -> reap -> tensorboard -> serve (serve_model)

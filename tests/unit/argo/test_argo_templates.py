@@ -18,6 +18,7 @@ from tests.golden_files import check_golden
 from tests.unit.argo import local_run
 from tests.unit.argo.local_run import REPO, load, template
 from volcano_pipelines.argo import compile as argo_compile
+from volcano_pipelines.argo import pipelines as argo_pipelines
 from volcano_pipelines.argo import templates
 from volcano_pipelines.argo.inputs import FIXED_BY_POD, output_names
 from volcano_pipelines.argo.outputs import output_files, termination_message
@@ -395,14 +396,14 @@ def test_lifecycle_workflow_parameters_carry_the_signature_defaults(prefix: str,
     the template's default (itself the signature's: the test above)."""
     declared = {p["name"]: p for p in load("train-and-serve.yaml")["spec"]["arguments"]["parameters"]}
     inputs = {p["name"]: p for p in template(load(f"{step}.yaml"))["inputs"]["parameters"]}
-    wired = next(w for name, _, w, _ in templates.LIFECYCLE if name == step)
-    left_out = next(lo for name, _, _, lo in templates.LIFECYCLE if name == step)
+    wired = next(w for name, _, w, _ in argo_pipelines.LIFECYCLE if name == step)
+    left_out = next(lo for name, _, _, lo in argo_pipelines.LIFECYCLE if name == step)
     for name, param in inputs.items():
-        if name in wired or name in left_out or name in templates.PIPELINE_LEFT_OUT:
+        if name in wired or name in left_out or name in argo_pipelines.PIPELINE_LEFT_OUT:
             assert prefix + name not in declared, name
             continue
         given = declared[prefix + name]
-        expected = templates.LIFECYCLE_DEFAULTS.get(prefix + name, param.get("default"))
+        expected = argo_pipelines.LIFECYCLE_DEFAULTS.get(prefix + name, param.get("default"))
         assert given.get("value") == expected, name
         assert given.get("description") == param.get("description"), name
 

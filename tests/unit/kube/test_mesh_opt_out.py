@@ -52,9 +52,10 @@ def test_argo_step_pods_opt_out() -> None:
     from tests import needs
 
     needs.module("hera", "the Argo templates need the [hera] extra")
+    from volcano_pipelines.argo import pipelines as argo_pipelines
     from volcano_pipelines.argo import templates
 
-    for built in (templates.train_and_serve(), templates.step_workflow_template(templates.STEPS["train-tf"])):
+    for built in (argo_pipelines.train_and_serve(), templates.step_workflow_template(templates.STEPS["train-tf"])):
         spec = built.build().spec  # type: ignore[union-attr]
         assert spec.pod_metadata.labels == OPT_OUT and spec.pod_metadata.annotations == OPT_OUT
         containers = [t for t in spec.templates if t.container is not None]
