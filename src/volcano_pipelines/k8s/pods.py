@@ -9,11 +9,9 @@ import logging
 import threading
 from typing import Any
 
-from kubernetes import watch
-
 from volcano_pipelines.k8s.client import Cluster
 from volcano_pipelines.k8s.errors import Forbidden, from_exception
-from volcano_pipelines.k8s.watch import WATCH_WINDOW_SECONDS
+from volcano_pipelines.k8s.watch import watch_collection
 from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL
 
 __all__ = ["FailedPodWatcher", "MissingInfo", "job_events", "job_pods", "pod_being_deleted", "pod_metadata",
@@ -175,31 +173,26 @@ class FailedPodWatcher:
             return self._log_tails.get(pod_name)
 
     def _run(self) -> None:
-        delays = self.cluster.policy.delays()
-        while not self._stopped.is_set():
-            self._stream = stream = watch.Watch()
-            try:
-                for event in stream.stream(
-                    self.cluster.core.list_namespaced_pod,
-                    self.namespace,
-                    label_selector=f"{VOLCANO_JOB_NAME_LABEL}={self.job_name}",
-                    timeout_seconds=WATCH_WINDOW_SECONDS,
-                    _request_timeout=WATCH_WINDOW_SECONDS + 10,
-                ):
-                    if self._stopped.is_set():
-                        break
-                    if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
-                        self._record(self.cluster.to_dict(event["object"]), deleted=event["type"] == "DELETED")
-                delays = self.cluster.policy.delays()
-            except Exception as err:  # noqa: BLE001 - typed below
-                if isinstance(from_exception(err, "watch pods"), Forbidden):
-                    # Retrying cannot help: say so once, and fall back to the end-of-run list.
-                    self.missing.denied("watch", "pods", "failed pods deleted before the job ended")
-                    return
-                log.debug("pod watch for %s/%s interrupted: %s", self.namespace, self.job_name, err)
-                self._stopped.wait(next(delays))
-            finally:
-                stream.stop()
+        # The one reconnecting watch (k8s/watch.py): a list, then the changes from its version
+        # on, resumed after a drop, so a pod deleted between two windows is still seen deleted.
+        events = watch_collection(
+            self.cluster, f"pods of job {self.namespace}/{self.job_name}", self.cluster.core.list_namespaced_pod,
+            (self.namespace,), f"{VOLCANO_JOB_NAME_LABEL}={self.job_name}",
+            stopped=self._stopped.is_set, pause=self._stopped.wait, started=self._started)
+        try:
+            for event in events:
+                if event is not None:
+                    self._record(event[1], deleted=event[0] == "DELETED")
+        except Forbidden:
+            # Retrying cannot help: say so once, and fall back to the end-of-run list.
+            self.missing.denied("watch", "pods", "failed pods deleted before the job ended")
+        except Exception as err:  # noqa: BLE001 - the watch is a bonus: the end-of-run list stands without it
+            log.warning("pod watch for %s/%s ended: %s", self.namespace, self.job_name, err)
+
+    def _started(self, watcher: Any) -> None:
+        self._stream = watcher
+        if self._stopped.is_set():  # stopped between two windows: end this one at once
+            watcher.stop()
 
     @staticmethod
     def _ended_badly(pod: Obj, deleted: bool) -> bool:

@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 from volcano_pipelines.k8s.client import Cluster
 from volcano_pipelines.k8s.errors import KubeError, from_exception, is_transient
 
-__all__ = ["WATCH_WINDOW_SECONDS", "Event", "reconnecting", "watch_named"]
+__all__ = ["WATCH_WINDOW_SECONDS", "Event", "reconnecting", "watch_collection", "watch_named"]
 
 log = logging.getLogger(__name__)
 
@@ -112,13 +112,70 @@ def watch_named(
         obj = get()
         return None if obj is None else ([("ADDED", obj)], obj["metadata"]["resourceVersion"])
 
+    stream = _typed_stream(cluster, list_call, list_args, {"field_selector": f"metadata.name={name}"}, window,
+                           new_watch)
+    for event in reconnecting(cluster, what, read, stream):
+        if event is None:
+            yield None
+        elif event[0] == "DELETED":
+            return
+        else:
+            yield event[1]
+
+
+def watch_collection(
+    cluster: Cluster,
+    what: str,
+    list_call: Callable[..., Any],
+    list_args: tuple[Any, ...],
+    label_selector: str,
+    *,
+    stopped: Callable[[], bool] = lambda: False,
+    pause: Callable[[float], object] | None = None,
+    window: Callable[[], float] = lambda: WATCH_WINDOW_SECONDS,
+    new_watch: Callable[[], Any] = watch.Watch,
+    started: Callable[[Any], object] = lambda _watcher: None,
+) -> Iterator[Event | None]:
+    """Yields ("ADDED", object) for every object a list of the collection returns, then every
+    change from that list's resourceVersion on, and None at the end of each watch window. A
+    dropped connection resumes from the last version seen, so a change between two windows (a
+    pod deleted right then) is never missed; `410 Gone` lists again. Objects are dicts.
+    `started(watcher)` is told each new watch (stopping it ends the window early); the watch
+    ends when `stopped()`."""
+
+    def read() -> tuple[Iterable[Event], str]:
+        listed = list_call(*list_args, label_selector=label_selector)
+        return [("ADDED", cluster.to_dict(item)) for item in listed.items], listed.metadata.resource_version
+
+    stream = _typed_stream(cluster, list_call, list_args, {"label_selector": label_selector}, window, new_watch,
+                           started)
+    for event in reconnecting(cluster, what, read, stream, stopped=stopped, pause=pause):
+        if stopped():
+            return
+        yield event
+
+
+def _typed_stream(
+    cluster: Cluster,
+    list_call: Callable[..., Any],
+    list_args: tuple[Any, ...],
+    selector: dict[str, str],
+    window: Callable[[], float],
+    new_watch: Callable[[], Any],
+    started: Callable[[Any], object] = lambda _watcher: None,
+) -> Callable[[str], Iterator[tuple[Event | None, str]]]:
+    """`reconnecting`'s stream over the typed client's Watch: one window from `version`, each
+    event as (type, dict) with the version it carries; a bookmark as None; an ERROR event
+    raised as the answer it stands for (410 Gone: read again)."""
+
     def stream(version: str) -> Iterator[tuple[Event | None, str]]:
         watcher = new_watch()
+        started(watcher)
         seconds = max(1, int(window()))
         try:
-            for event in watcher.stream(list_call, *list_args, field_selector=f"metadata.name={name}",
-                                        resource_version=version, allow_watch_bookmarks=True,
-                                        timeout_seconds=seconds, _request_timeout=seconds + 10):
+            for event in watcher.stream(list_call, *list_args, **selector, resource_version=version,
+                                        allow_watch_bookmarks=True, timeout_seconds=seconds,
+                                        _request_timeout=seconds + 10):
                 kind, obj = event["type"], event["object"]
                 if kind == "ERROR":
                     raise ApiException(status=(obj or {}).get("code", 500), reason=str((obj or {}).get("message")))
@@ -129,10 +186,4 @@ def watch_named(
         finally:
             watcher.stop()
 
-    for event in reconnecting(cluster, what, read, stream):
-        if event is None:
-            yield None
-        elif event[0] == "DELETED":
-            return
-        else:
-            yield event[1]
+    return stream

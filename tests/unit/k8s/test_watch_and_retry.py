@@ -194,3 +194,68 @@ def test_backoff_is_capped_and_jitter_stays_within_half_to_full() -> None:
     assert backoff.delay(3, 0.5, 4.0, jitter=True, rand=lambda: 0.0) == 1.0
     assert backoff.delay(3, 0.5, 4.0, jitter=True, rand=lambda: 1.0) == 2.0
     assert backoff.delay(10_000, 0.5, 4.0) == 4.0  # no overflow for a long outage
+
+
+class Listed:
+    """What a typed client's list call returns: the items and the list's resourceVersion."""
+
+    def __init__(self, items: list[dict[str, Any]], version: str) -> None:
+        self.items = items
+        self.metadata = client.V1ListMeta(resource_version=version)
+
+
+def pod(name: str, rv: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "uid": name, "resourceVersion": rv}}
+
+
+def test_a_collection_watch_lists_then_resumes_from_the_last_version_so_no_change_is_lost() -> None:
+    # A pod deleted while the connection is down is still seen deleted: the next watch starts
+    # from the last version delivered, not from a fresh list that no longer holds the pod.
+    from volcano_pipelines.k8s.watch import watch_collection
+
+    sleeps: list[float] = []
+    seen: list[dict[str, Any]] = []
+    lists: list[dict[str, Any]] = []
+    streams = [
+        [{"type": "MODIFIED", "object": pod("a", "6")}, urllib3.exceptions.ProtocolError("connection reset")],
+        [{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "7"}}},
+         {"type": "DELETED", "object": pod("a", "8")}],
+    ]
+    watchers: list[Any] = []
+
+    def list_pods(namespace: str, **kwargs: Any) -> Listed:
+        lists.append({"namespace": namespace, **kwargs})
+        return Listed([pod("a", "4"), pod("b", "5")], "5")
+
+    out: list[Any] = []
+    for event in watch_collection(cluster(sleeps), "pods of job ns/j", list_pods, ("ns",), "job=j",
+                                  new_watch=lambda: ScriptedWatch(streams, seen), started=watchers.append):
+        out.append(None if event is None else (event[0], event[1]["metadata"]["name"]))
+        if event is not None and event[0] == "DELETED":
+            break
+    assert out == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a"), None, ("DELETED", "a")]
+    assert lists == [{"namespace": "ns", "label_selector": "job=j"}]  # listed once: resumed, not re-listed
+    assert [(s["resource_version"], s["label_selector"]) for s in seen] == [("5", "job=j"), ("6", "job=j")]
+    assert len(watchers) == 2 and sleeps == [0.5]
+
+
+def test_a_collection_watch_that_is_refused_raises_a_typed_error_and_a_stopped_one_ends() -> None:
+    from volcano_pipelines.k8s.watch import watch_collection
+
+    def refused(*_args: Any, **_kwargs: Any) -> Listed:
+        raise ApiException(status=403, reason="Forbidden")
+
+    with pytest.raises(errors.Forbidden):
+        list(watch_collection(cluster([]), "pods", refused, ("ns",), "job=j"))
+    # Stopped: nothing more after the list's events, and no watch is opened.
+    stopped = False
+    seen: list[dict[str, Any]] = []
+
+    def list_pods(*_args: Any, **_kwargs: Any) -> Listed:
+        nonlocal stopped
+        stopped = True
+        return Listed([pod("a", "4")], "4")
+
+    out = list(watch_collection(cluster([]), "pods", list_pods, ("ns",), "job=j", stopped=lambda: stopped,
+                                new_watch=lambda: ScriptedWatch([], seen)))
+    assert out == [] and seen == []
