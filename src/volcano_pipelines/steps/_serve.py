@@ -40,7 +40,7 @@ from volcano_pipelines.lifecycle.tfserving import (
     versions_to_prune,
 )
 from volcano_pipelines.progress import Progress
-from volcano_pipelines.steps._tensorboard import check_common, require_pvc
+from volcano_pipelines.steps._service_checks import check_common, require_pvc
 from volcano_pipelines.kube.validate import (
     check_bounded,
     check_http_url,

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, Literal, get_args
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps._service_checks import check_common, require_pvc
 from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.kube.tensorboard import (
@@ -28,18 +29,14 @@ from volcano_pipelines.progress import Progress
 from volcano_pipelines.kube.validate import (
     check_dns_label,
     check_dns_subdomain,
-    check_image,
-    check_label_value,
     check_labels,
-    check_user_labels,
     check_positive_seconds,
-    check_quantity,
     check_relative_path,
     owner_reference,
     parse_tolerations,
 )
 
-__all__ = ["SERVICE_TYPES", "TensorboardResult", "check_common", "tensorboard"]
+__all__ = ["SERVICE_TYPES", "TensorboardResult", "tensorboard"]
 
 ServiceType = Literal["NodePort", "ClusterIP"]
 SERVICE_TYPES: tuple[str, ...] = get_args(ServiceType)
@@ -82,27 +79,6 @@ class TensorboardResult:
         if self.manifests is None:
             del out["manifests"]
         return out
-
-
-def check_common(*, name: str, namespace: str | None, pvc_field: str, pvc: str, image: str | None, cpu: str | None,
-                 memory: str | None, labels: Mapping[str, str] | None, run_id: str | None,
-                 image_pull_secrets: Sequence[str] | None, timeout: float | None) -> None:
-    """Checks the tensorboard and serve steps share."""
-    # A Service name must be a DNS-1035 label (start with a letter).
-    check_dns_label("name", name, must_start_with_letter=True)
-    if namespace is not None:
-        check_dns_label("namespace", namespace)
-    check_dns_subdomain(pvc_field, pvc)
-    check_image("image", image)
-    check_quantity("cpu", cpu)
-    check_quantity("memory", memory)
-    check_user_labels("labels", labels or {})
-    if run_id is not None:
-        check_label_value("run_id", run_id)
-    for secret in image_pull_secrets or ():
-        check_dns_subdomain("image_pull_secrets", secret)
-    if timeout is not None:
-        check_positive_seconds("timeout", timeout)
 
 
 def tensorboard(
@@ -312,14 +288,6 @@ def run_tensorboard(cluster: Any, namespace: str, run_id: str) -> dict[str, Any]
         host = None
     urls = tensorboard_urls(cluster, namespace, name, service, ingress, prefix=prefix, ingress_host=host)
     return {"name": name, "url": urls.get("ingress") or urls.get("node_port") or urls["cluster"], "urls": urls}
-
-
-def require_pvc(cluster: Any, namespace: str, field_name: str, name: str) -> None:
-    """A PVC that does not exist would leave the pod Pending forever: refuse it up front."""
-    from volcano_pipelines.k8s import apps
-
-    if apps.get(cluster, "v1", "PersistentVolumeClaim", namespace, name) is None:
-        raise InputError(field_name, name, f"an existing PersistentVolumeClaim in namespace {namespace}")
 
 
 def _volcano_job(cluster: Any, namespace: str, name: str) -> dict[str, Any]:
