@@ -47,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.storage.harness import GLUSTER_OPTIONS, Gluster, MiniHdfs, start_hdfs  # noqa: E402
+from tests.storage.harness import GLUSTER_OPTIONS, Gluster, MiniHdfs, glusterd_turn, start_hdfs  # noqa: E402
 
 SEQ_LOOP = """
 import os, sys
@@ -195,15 +195,17 @@ class BrickProfile:
 
     def __init__(self, volume: str) -> None:
         self.volume = volume
-        self.on = subprocess.run(["gluster", "--mode=script", "volume", "profile", volume, "start"],
-                                 capture_output=True, text=True).returncode == 0
+        with glusterd_turn():  # a test session beside this one may be creating its volumes
+            self.on = subprocess.run(["gluster", "--mode=script", "volume", "profile", volume, "start"],
+                                     capture_output=True, text=True).returncode == 0
         self.take()
 
     def take(self) -> dict[str, int]:
         if not self.on:
             return {}
-        out = subprocess.run(["gluster", "--mode=script", "volume", "profile", self.volume, "info", "incremental"],
-                             capture_output=True, text=True).stdout
+        with glusterd_turn():
+            out = subprocess.run(["gluster", "--mode=script", "volume", "profile", self.volume, "info", "incremental"],
+                                 capture_output=True, text=True).stdout
         counts: dict[str, int] = {}
         # "  15.18  388105.50 ns  332244.00 ns  462668.00 ns   20   CREATE" (us in older versions)
         for m in re.finditer(r"^\s*[\d.]+\s+[\d.]+ [nu]?s\s+[\d.]+ [nu]?s\s+[\d.]+ [nu]?s\s+(\d+)\s+([A-Z]+)\s*$", out, re.M):

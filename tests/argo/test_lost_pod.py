@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from tests.argo import support
@@ -29,6 +30,8 @@ from tests.argo.test_faults import job_creations, jobs, running, shipped, step_p
 from tests.argo.test_workflows import _why, wait_finished, workflow
 from tests.integration.waiting import wait_for
 
+
+pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers]
 
 RECENTLY_STARTED_SECONDS = 10  # Argo's RECENTLY_STARTED_POD_DURATION default
 

@@ -126,6 +126,19 @@ def processes_mentioning(text: str) -> list[int]:
     return pids
 
 
+def _alive(pid: object) -> bool:
+    """Whether ``pid`` names a running process other than this one."""
+    if not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _claim_path(bridge: str) -> Path:
     """Where a running node records its state dir, keyed by its bridge: a later start
     finds nodes whose processes died with a killed test session and removes them."""
@@ -138,7 +151,12 @@ def reap_abandoned_nodes(log: Callable[[str], None]) -> None:
     """Stop nodes whose kubelet and containerd are gone (their test session was killed:
     both die with it) but whose containers, mounts or bridge may still be there."""
     for claim in sorted(_claim_path("x").parent.glob(f"{BRIDGE_PREFIX}*.json")):
-        state_dir = Path(json.loads(claim.read_text())["state_dir"])
+        record = json.loads(claim.read_text())
+        if _alive(record.get("pid")):
+            # Its session still runs (scripts/test starts nodes in pytest processes side by
+            # side): between writing the claim and starting containerd it has no process yet.
+            continue
+        state_dir = Path(record["state_dir"])
         if (state_dir / "state.json").exists():
             node = RealNode.attach(state_dir, log=log)
             if any(p.alive() for p in node.processes.values()):
@@ -238,7 +256,7 @@ class RealNode:
             self._prepare()
             self.octet = _create_bridge()
             self._write_state()  # from here on `down` in another process can clean up
-            _claim_path(self.bridge).write_text(json.dumps({"state_dir": str(self.state_dir)}) + "\n")
+            _claim_path(self.bridge).write_text(json.dumps({"state_dir": str(self.state_dir), "pid": os.getpid()}) + "\n")
             self._make_certs()
             self._write_kubeconfigs()
             self._grant_coredns()

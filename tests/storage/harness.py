@@ -5,6 +5,8 @@ Used by tests/storage/fixtures.py (pytest fixtures) and benchmarks/sync_bench.py
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -14,6 +16,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -246,6 +249,21 @@ class GlusterVolume:
             _run("umount", "-l", str(self.loop_mount), check=False)
 
 
+@contextlib.contextmanager
+def glusterd_turn() -> Iterator[None]:
+    """One test session at a time at glusterd (starting it, creating or removing volumes,
+    deciding to stop it): scripts/test runs pytest processes side by side, and glusterd
+    refuses a volume operation while another is in progress ("Another transaction is in
+    progress"), and two sessions could both start it or one stop it under the other."""
+    CACHE_ROOT.mkdir(parents=True, exist_ok=True)
+    with open(CACHE_ROOT / "glusterd.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 class Gluster:
     """glusterd on this machine (started if not running) and the volumes made here."""
 
@@ -259,12 +277,13 @@ class Gluster:
         reason = gluster_unavailable_reason()
         if reason:
             raise Unavailable(reason)
-        if _run("pgrep", "-x", "glusterd", check=False).returncode != 0:
-            _run("glusterd")  # daemonizes; remember its pid to stop exactly that process
-            found = _run("pgrep", "-x", "glusterd", check=False).stdout.split()
-            self.glusterd_pid = int(found[0]) if found else None
-        self._wait_for_glusterd()
-        self._reap_stale()
+        with glusterd_turn():
+            if _run("pgrep", "-x", "glusterd", check=False).returncode != 0:
+                _run("glusterd")  # daemonizes; remember its pid to stop exactly that process
+                found = _run("pgrep", "-x", "glusterd", check=False).stdout.split()
+                self.glusterd_pid = int(found[0]) if found else None
+            self._wait_for_glusterd()
+            self._reap_stale()
 
     def _wait_for_glusterd(self) -> None:
         deadline = time.monotonic() + 60
@@ -313,10 +332,11 @@ class Gluster:
         mount.mkdir(exist_ok=True)
         vol = GlusterVolume(name, brick, mount, options, loop_mount)
         self.volumes.append(vol)
-        _run("gluster", "--mode=script", "volume", "create", name, f"{self.host}:{brick}", "force")
-        for key, value in options.items():
-            _run("gluster", "--mode=script", "volume", "set", name, key, value)
-        _run("gluster", "--mode=script", "volume", "start", name)
+        with glusterd_turn():
+            _run("gluster", "--mode=script", "volume", "create", name, f"{self.host}:{brick}", "force")
+            for key, value in options.items():
+                _run("gluster", "--mode=script", "volume", "set", name, key, value)
+            _run("gluster", "--mode=script", "volume", "start", name)
         deadline = time.monotonic() + 60
         while True:
             proc = _run("mount", "-t", "glusterfs", f"{self.host}:/{name}", str(mount), check=False)
@@ -328,6 +348,10 @@ class Gluster:
         return vol
 
     def stop(self) -> None:
+        with glusterd_turn():
+            self._stop()
+
+    def _stop(self) -> None:
         if self.volumes and _run("gluster", "--mode=script", "volume", "list", check=False).returncode != 0:
             # Another session stopped the glusterd we shared: start one to clean up.
             _run("glusterd", check=False)
