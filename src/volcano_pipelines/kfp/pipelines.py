@@ -23,7 +23,7 @@ from volcano_pipelines.kfp.generate import kfp_default, kfp_type
 from volcano_pipelines.kfp.runtime import step_function
 from volcano_pipelines.kfp.specs import COMPONENTS, RUNTIME_IMAGE
 from volcano_pipelines.steps.params import Param, params
-from volcano_pipelines.steps.pipelines import PIPELINES, SYNC_DEADLINE_SECONDS, shared_defaults
+from volcano_pipelines.steps.pipelines import PIPELINES, SYNC_DEADLINE_SECONDS, run_parameters, shared_defaults
 
 __all__ = ["DATA_MOUNT", "KINDS", "PIPELINE_NAMES", "SERVING_SUFFIX", "TENSORBOARD_SUFFIX", "Input", "inputs_of",
            "pipeline_parameter", "steps_after_training", "train_and_serve"]
@@ -66,11 +66,6 @@ class Input:
     default: Any = None  # the pipeline's default where the step's is None (a number KFP cannot leave unset)
 
 
-# Training parameters a pipeline run takes as they are (same name, type, default and help as
-# the step's); the job's identity (run_id), name and data PVC are wired by the pipeline.
-_JOB = ("code_url", "code_sha256", "entry", "gpus", "cpu", "memory", "queue", "priority_class", "data_dir",
-        "env", "pod_labels", "node_selector", "tolerations", "image_pull_secrets", "service_account", "max_retry",
-        "ttl", "on_cancel", "istio_sidecar", "pod_security")
 _SHAPE = {"train_tf": ("workers", "ps", "args"), "train_mpi": ("workers", "slots_per_worker", "command", "mpiexec_args")}
 
 
@@ -129,7 +124,7 @@ def _train_inputs(train: str, after: tuple[str, ...]) -> tuple[Input, ...]:
               "seconds the training job may take from submission; then it is aborted and the run fails "
               "(a gang that never fits would otherwise keep the run, and every later scheduled run, waiting)",
               default=TRAIN_TIMEOUT),
-        *(Input(name, ((train, name),)) for name in _SHAPE[train] + _JOB),
+        *(Input(name, ((train, name),)) for name in _SHAPE[train] + run_parameters()),
         Input("log_pvc", ((train, "log_pvc"), *(log_pvc[step] for step in after if step in log_pvc)),
               "PVC for logs, checkpoints and the exported model (every training task); TensorBoard reads it"
               + (", TF Serving serves <log_pvc>/export/<model_name>/" if "serve" in after else "")),

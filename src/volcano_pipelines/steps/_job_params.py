@@ -3,7 +3,11 @@ fills, in groups (the job's target and policy, its code, storage, per-task setti
 MPI shapes, how a run waits). `render_tf`, `render_mpi`, `train_tf` and `train_mpi` get their
 flat signatures and docstrings from these (steps/params.py `declare`), the CLI flags, KFP
 inputs and Argo parameters from those, and the job specs are filled by the spec paths here
-(steps/_train_spec.py). A new job option is one field here plus its builder logic."""
+(steps/_train_spec.py).
+
+The groups the pure job spec has field for field (JobTarget, JobPolicy, Storage) are declared
+in volcano/spec.py, where the builders read them: a new job option is one field there plus
+the builder logic that uses it. The groups here are the step's own wording of the rest."""
 
 from __future__ import annotations
 
@@ -14,21 +18,14 @@ from typing import Literal, get_args
 
 from volcano_pipelines.backends.base import OnCancel
 from volcano_pipelines.steps.params import arg, declared
-from volcano_pipelines.volcano.spec import DEFAULT_TF_PORT
+from volcano_pipelines.volcano.spec import DEFAULT_TF_PORT, JobPolicy, JobTarget, Storage
 
-__all__ = ["ALL_GROUPS", "BACKENDS", "BackendName", "Code", "MPICommand", "MPIShape", "Policy", "Run", "Storage", "TFShape", "Target", "Tasks",
+__all__ = ["ALL_GROUPS", "BACKENDS", "BackendName", "Code", "JobPolicy", "JobTarget", "MPICommand", "MPIShape", "Run", "Storage", "TFShape", "Tasks",
            "spec_params"]
 
 # Where a train step runs its job.
 BackendName = Literal["cluster", "local"]
-PodSecurityLevel = Literal["baseline", "restricted"]
 BACKENDS: tuple[str, ...] = get_args(BackendName)
-
-
-@dataclass(frozen=True)
-class Target:
-    namespace: str = arg("default", "namespace of the job", spec="job.namespace")
-    image: str | None = arg(None, "image of every task (per task: task_images)", spec="job.image")
 
 
 @dataclass(frozen=True)
@@ -54,58 +51,13 @@ class MPIShape:
 
 
 @dataclass(frozen=True)
-class Policy:
-    queue: str = arg("default", "Volcano queue", spec="job.queue")
-    priority_class: str | None = arg(None, "PriorityClass of the job and its pods", spec="job.priority_class")
-    min_available: int | None = arg(None, "gang size (default: every replica)", spec="job.min_available")
-    max_retry: int = arg(3, "runs of the job in all, the first included, before it is Failed (Volcano's maxRetry: "
-                             "3 = at most 2 restarts)", spec="job.max_retry")
-    ttl: int | None = arg(3600, "seconds a finished job is kept", spec="job.ttl")
-    deadline: int | None = arg(None, "seconds each pod may run (activeDeadlineSeconds, per attempt): a pod past it "
-                                     "fails (DeadlineExceeded), which restarts or ends the job like any failed pod",
-                               spec="job.deadline")
-    istio_sidecar: bool = arg(False, "let a service mesh inject its sidecar into the pods (default: every pod carries "
-                                     "sidecar.istio.io/inject=false, since in an Istio-injected namespace a sidecar "
-                                     "keeps a finished task's pod running and the job never completes)",
-                              spec="job.istio_sidecar")
-    pod_security: PodSecurityLevel = arg(
-        "baseline", "Pod Security Standards level the pods meet: baseline, or restricted for a namespace that enforces "
-                    "it (non-root, RuntimeDefault seccomp, no privilege escalation, no capabilities; the image must run "
-                    "as a numeric non-root user, as the project's trainer-tf image does)", spec="job.pod_security",
-        mpi="Pod Security Standards level the pods meet: baseline only (the MPI workers' sshd needs root)")
-    restart_on_failure: bool = arg(True, "a failed pod restarts the whole job (bounded by max_retry); false: it ends "
-                                         "the job (Terminated)", spec="job.restart_on_failure")
-    image_pull_secrets: Sequence[str] | None = arg(None, "pull secrets of every pod", spec="job.image_pull_secrets")
-    service_account: str | None = arg(None, "ServiceAccount of the pods", spec="job.service_account")
-    run_id: str | None = arg(None, "run identity: a re-run with the same id attaches instead of creating (default "
-                                   "$VPIPE_RUN_ID, else a new one)", spec="job.run_id")
-    labels: Mapping[str, str] | None = arg(None, "labels on the job and its pods", spec="job.labels")
-    owner: str | None = arg(None, "owner of the job, API_VERSION/KIND/NAME/UID in the job's namespace (e.g. an Argo "
-                                  "Workflow: argoproj.io/v1alpha1/Workflow/NAME/UID): deleting the owner deletes the "
-                                  "job (Kubernetes' garbage collector); not set when the step does not wait (the job "
-                                  "must outlive the run)", spec="job.owner")
-
-
-@dataclass(frozen=True)
 class Code:
     code_url: str | None = arg(None, "http(s) URL of the code: a directory ending in '/', an archive, or one file",
-                               spec="code.url")
-    code_sha256: str | None = arg(None, "expected SHA-256 of the file or archive at code_url", spec="code.sha256")
+                               spec="code.url", pipeline=True)
+    code_sha256: str | None = arg(None, "expected SHA-256 of the file or archive at code_url", spec="code.sha256", pipeline=True)
     code_path: str | None = arg(None, "code directory inside the image, or on code_pvc", spec="code.path")
     code_pvc: str | None = arg(None, "PVC holding code_path", spec="code.pvc")
-    entry: str = arg("run.sh", "entry point inside the code directory", spec="code.entry")
-
-
-@dataclass(frozen=True)
-class Storage:
-    data_pvc: str | None = arg(None, "PVC with the training data (read-only on workers, chief, evaluator)",
-                               spec="storage.data_pvc", mpi="PVC with the training data (read-only on every task)")
-    data_dir: str = arg("/data", "where the data is mounted", spec="storage.data_dir")
-    data_subpath: str | None = arg(None, "directory inside data_pvc that is mounted at data_dir (default: the PVC's "
-                                         "root), e.g. the dataset's own directory when several share one PVC",
-                                   spec="storage.data_subpath")
-    log_pvc: str | None = arg(None, "PVC for logs and checkpoints (every task)", spec="storage.log_pvc")
-    log_dir: str = arg("/logs", "where the log PVC is mounted", spec="storage.log_dir")
+    entry: str = arg("run.sh", "entry point inside the code directory", spec="code.entry", pipeline=True)
 
 
 @dataclass(frozen=True)
@@ -116,20 +68,20 @@ class Tasks:
                                                 mpi="image per task (mpimaster, mpiworker)")
     cpu: Mapping[str, str] | None = arg(None, "CPU request per task ('' for every task), e.g. {\"worker\": \"4\"}",
                                         spec="*.resources.cpu",
-                                        mpi="CPU request per task ('' for every task); mpimaster defaults to 500m")
+                                        mpi="CPU request per task ('' for every task); mpimaster defaults to 500m", pipeline=True)
     memory: Mapping[str, str] | None = arg(None, 'memory request and limit per task, e.g. {"ps": "8Gi"}',
                                            spec="*.resources.memory",
-                                           mpi="memory request and limit per task; mpimaster defaults to 512Mi")
-    gpus: Mapping[str, int] | None = arg(None, "nvidia.com/gpu per pod, per task", spec="*.resources.gpu")
+                                           mpi="memory request and limit per task; mpimaster defaults to 512Mi", pipeline=True)
+    gpus: Mapping[str, int] | None = arg(None, "nvidia.com/gpu per pod, per task", spec="*.resources.gpu", pipeline=True)
     env: Mapping[str, Mapping[str, str]] | None = arg(
         None, 'environment per task, e.g. {"": {"A": "1"}, "worker": {"B": "2"}}', spec="*.env",
-        mpi='environment per task, e.g. {"": {"A": "1"}, "mpiworker": {"B": "2"}}')
-    pod_labels: Mapping[str, Mapping[str, str]] | None = arg(None, "pod labels per task", spec="*.labels")
+        mpi='environment per task, e.g. {"": {"A": "1"}, "mpiworker": {"B": "2"}}', pipeline=True)
+    pod_labels: Mapping[str, Mapping[str, str]] | None = arg(None, "pod labels per task", spec="*.labels", pipeline=True)
     pod_annotations: Mapping[str, Mapping[str, str]] | None = arg(None, "pod annotations per task",
                                                                   spec="*.annotations")
-    node_selector: Mapping[str, Mapping[str, str]] | None = arg(None, "node selector per task", spec="*.node_selector")
+    node_selector: Mapping[str, Mapping[str, str]] | None = arg(None, "node selector per task", spec="*.node_selector", pipeline=True)
     tolerations: Mapping[str, Sequence[str]] | None = arg(
-        None, "tolerations per task, kubectl taint form KEY[=VALUE]:EFFECT", spec="*.tolerations")
+        None, "tolerations per task, kubectl taint form KEY[=VALUE]:EFFECT", spec="*.tolerations", pipeline=True)
 
 
 @dataclass(frozen=True)
@@ -142,7 +94,7 @@ class Run:
     context: str | None = arg(None, "kubeconfig context")
     namespace: str | None = arg(None, "namespace of the job (default: the context's namespace, else default)")
     timeout: float | None = arg(None, "seconds to wait before the job is aborted and the step fails")
-    on_cancel: OnCancel = arg("delete", "what SIGTERM / Ctrl-C does to the job: delete, abort or keep")
+    on_cancel: OnCancel = arg("delete", "what SIGTERM / Ctrl-C does to the job: delete, abort or keep", pipeline=True)
     on_pod_deleted: OnCancel | None = arg(
         None, "what SIGTERM does to the job when it comes because the step's own pod is being deleted (evicted, "
               "drained, deleted; $VPIPE_POD_NAME names the pod): keep lets a retried step attach to the job "
@@ -160,7 +112,7 @@ class Run:
                                           "<local_dir>/logs)")
 
 
-ALL_GROUPS = (Target, TFShape, MPICommand, MPIShape, Policy, Code, Storage, Tasks)
+ALL_GROUPS = (JobTarget, TFShape, MPICommand, MPIShape, JobPolicy, Code, Storage, Tasks)
 
 
 @functools.cache

@@ -19,12 +19,12 @@ from volcano_pipelines.steps import _train_spec as train_spec
 from volcano_pipelines.steps._job_params import (
     BACKENDS,
     Code,
+    JobPolicy,
+    JobTarget,
     MPICommand,
     MPIShape,
-    Policy,
     Run,
     Storage,
-    Target,
     Tasks,
     TFShape,
 )
@@ -45,7 +45,7 @@ RUN_ID_ENV = "VPIPE_RUN_ID"
 _RUN_PARAMS = tuple(name for name, _, _, _ in declared(Run))
 
 
-@declare(Target, TFShape, Policy, Code, Storage, Tasks)
+@declare(JobTarget, TFShape, JobPolicy, Code, Storage, Tasks)
 def render_tf(name: str, **job: Any) -> dict[str, Any]:
     """The Volcano Job for distributed TensorFlow: parameter servers + workers (+ chief,
     evaluator). Nothing is sent anywhere.
@@ -56,7 +56,7 @@ def render_tf(name: str, **job: Any) -> dict[str, Any]:
     return _render(render_tf, name, job, lambda arguments: build_tf_job(train_spec.tf_spec(**arguments)))
 
 
-@declare(MPICommand, Target, MPIShape, Policy, Code, Storage, Tasks, kind="mpi")
+@declare(MPICommand, JobTarget, MPIShape, JobPolicy, Code, Storage, Tasks, kind="mpi")
 def render_mpi(name: str, **job: Any) -> dict[str, Any]:
     """The Volcano Job for MPI: one mpimaster running mpiexec over N mpiworker pods (ssh +
     svc plugins). Nothing is sent anywhere.

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from volcano_pipelines.declaration import Doc, arg
 from volcano_pipelines.errors import InputError
 
 __all__ = ["NOT_FRONT_END", "Doc", "Param", "arg", "bind", "check_types", "choices", "container", "declare", "declared",
@@ -182,25 +183,6 @@ def _entry_indent(doc: str) -> str:
 # settings, how a run waits) is a frozen dataclass whose fields carry type, default and help
 # together; `declare` turns groups into the flat keyword arguments of a step function: its
 # signature, type hints and docstring, from which every front end is derived in turn.
-
-@dataclass(frozen=True)
-class Doc:
-    """What a declared parameter says about itself: its help (per kind of job where it
-    differs, e.g. {"mpi": ...}) and the spec path validation names it by (job.max_retry,
-    *.resources.cpu for a per-task setting of every task), so an error names the argument."""
-
-    help: str
-    spec: str | None = None
-    by_kind: tuple[tuple[str, str], ...] = ()
-
-    def help_for(self, kind: str) -> str:
-        return dict(self.by_kind).get(kind, self.help)
-
-
-def arg(default: Any, help: str, *, spec: str | None = None, **by_kind: str) -> Any:
-    """A declared parameter: a dataclass field with its default and its Doc."""
-    return dataclasses.field(default=default, metadata={"vpipe": Doc(help, spec, tuple(by_kind.items()))})
-
 
 @functools.cache
 def declared(*groups: type) -> tuple[tuple[str, Any, Any, Doc], ...]:

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from volcano_pipelines.backends.base import POST_MORTEM_VOLUME_DIR_ENV
+from volcano_pipelines.steps._job_params import ALL_GROUPS, Run
+from volcano_pipelines.steps.params import declared
 
 __all__ = ["DEADLINE_SECONDS", "LOG_MOUNT", "LOG_MOUNT_STEPS", "PIPELINES", "POST_MORTEM_VOLUME_DIR",
-           "POST_MORTEM_VOLUME_DIR_ENV", "SYNC_DEADLINE_SECONDS", "PipelineShape", "shared_defaults"]
+           "POST_MORTEM_VOLUME_DIR_ENV", "SYNC_DEADLINE_SECONDS", "PipelineShape", "run_parameters", "shared_defaults"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,13 @@ class PipelineShape:
     name: str  # the pipeline's name in KFP; Argo's WorkflowTemplate is vpipe-<name>
     train: str  # the train step (registry name)
     after: tuple[str, ...]  # the lifecycle steps after training, in order (registry names)
+
+
+def run_parameters() -> tuple[str, ...]:
+    """The train step's parameters a pipeline run takes as they are (same name, type, default and
+    help): those declared with `pipeline=True` (volcano/spec.py, steps/_job_params.py). The job's
+    name, identity and volumes are wired by the pipeline instead."""
+    return tuple(name for name, _, _, doc in declared(*ALL_GROUPS, Run) if doc.pipeline)
 
 
 # What a pipeline run on a shared cluster needs, whatever the front end:

@@ -100,7 +100,7 @@ def pod_template(
         volumes=volumes,
         # Failures must reach Volcano's policies (bounded by maxRetry), not be hidden by kubelet restarts.
         restart_policy="Never",
-        image_pull_secrets=job.image_pull_secrets,
+        image_pull_secrets=job.image_pull_secrets or (),
         service_account=job.service_account,
         node_selector=role.node_selector,
         tolerations=role.tolerations,
@@ -114,7 +114,7 @@ def pod_template(
             each["securityContext"] = dict(kube_pods.RESTRICTED_CONTAINER)
     # The mesh opt-out first: a label or annotation of the user's own overrides it.
     mesh = kube_pods.mesh_opt_out(job.istio_sidecar)
-    metadata: dict[str, Any] = {"labels": {**mesh, **job.labels, **role.labels, **identity_labels(step, job.run_id)}}
+    metadata: dict[str, Any] = {"labels": {**mesh, **(job.labels or {}), **role.labels, **identity_labels(step, job.run_id)}}
     if role.annotations or mesh:
         metadata["annotations"] = {**mesh, **role.annotations}
     return {"metadata": metadata, "spec": spec}
@@ -183,7 +183,7 @@ def job_envelope(
     metadata: dict[str, Any] = {
         "name": job.name,
         "namespace": job.namespace,
-        "labels": {**job.labels, **identity_labels(step, job.run_id)},
+        "labels": {**(job.labels or {}), **identity_labels(step, job.run_id)},
     }
     if job.owner is not None:
         metadata["ownerReferences"] = [owner_reference("job.owner", job.owner)]

@@ -3,16 +3,21 @@ them into Volcano Job dicts, `validate` checks them, front ends fill them from a
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["POD_SECURITY_LEVELS", "MPI_MASTER_RESOURCES", "MPI_TASKS", "TF_TASKS", "DEFAULT_MPI_IMAGE", "DEFAULT_TF_IMAGE", "DEFAULT_TF_PORT", "CodeSource", "JobOptions", "MPIJobSpec", "Resources", "Role", "Storage", "TFJobSpec"]
+from volcano_pipelines.declaration import arg
+
+__all__ = ["POD_SECURITY_LEVELS", "MPI_MASTER_RESOURCES", "MPI_TASKS", "TF_TASKS", "DEFAULT_MPI_IMAGE", "DEFAULT_TF_IMAGE", "DEFAULT_TF_PORT", "CodeSource", "JobOptions", "JobPolicy", "JobTarget", "PodSecurityLevel", "MPIJobSpec", "Resources", "Role", "Storage", "TFJobSpec"]
 
 DEFAULT_TF_IMAGE = "tensorflow/tensorflow:2.16.1"
 DEFAULT_MPI_IMAGE = "volcanosh/example-mpi:0.0.3"
 DEFAULT_TF_PORT = 2222
 # The Pod Security Standards levels a job's pods can be built to meet (privileged is never needed).
-POD_SECURITY_LEVELS = ("baseline", "restricted")
+PodSecurityLevel = Literal["baseline", "restricted"]
+POD_SECURITY_LEVELS: tuple[str, ...] = typing.get_args(PodSecurityLevel)
 # The tasks (Volcano task names) of each kind of job.
 TF_TASKS = ("ps", "worker", "chief", "evaluator")
 MPI_TASKS = ("mpimaster", "mpiworker")
@@ -60,34 +65,70 @@ class CodeSource:
 
 @dataclass(frozen=True)
 class Storage:
-    data_pvc: str | None = None
-    data_dir: str = "/data"
-    data_subpath: str | None = None  # a directory inside data_pvc mounted at data_dir; None: the PVC's root
-    log_pvc: str | None = None
-    log_dir: str = "/logs"
+    """The job's volumes (a train step's parameters of the same names)."""
+
+    data_pvc: str | None = arg(None, "PVC with the training data (read-only on workers, chief, evaluator)",
+                               spec="storage.data_pvc", mpi="PVC with the training data (read-only on every task)")
+    data_dir: str = arg("/data", "where the data is mounted", spec="storage.data_dir", pipeline=True)
+    data_subpath: str | None = arg(None, "directory inside data_pvc that is mounted at data_dir (default: the PVC's "
+                                         "root), e.g. the dataset's own directory when several share one PVC",
+                                   spec="storage.data_subpath")
+    log_pvc: str | None = arg(None, "PVC for logs and checkpoints (every task)", spec="storage.log_pvc")
+    log_dir: str = arg("/logs", "where the log PVC is mounted", spec="storage.log_dir")
 
 
 @dataclass(frozen=True)
-class JobOptions:
-    """What every Volcano job of ours has, whatever the framework."""
+class JobTarget:
+    """Where the job goes and what it runs (the first of the train steps' parameters)."""
+
+    namespace: str = arg("default", "namespace of the job", spec="job.namespace")
+    image: str | None = arg(None, "image of every task (per task: task_images)", spec="job.image")  # None: the framework's
+
+
+@dataclass(frozen=True)
+class JobPolicy:
+    """How Volcano schedules, retries and keeps the job, and what its pods carry. Declared
+    once, here: the train steps take these as parameters (steps/_job_params.py), the
+    builders read them from JobOptions; `pipeline=True`: a train-and-serve run takes it too."""
+
+    queue: str = arg("default", "Volcano queue", spec="job.queue", pipeline=True)
+    priority_class: str | None = arg(None, "PriorityClass of the job and its pods", spec="job.priority_class", pipeline=True)
+    min_available: int | None = arg(None, "gang size (default: every replica)", spec="job.min_available")
+    max_retry: int = arg(3, "runs of the job in all, the first included, before it is Failed (Volcano's maxRetry: "
+                            "3 = at most 2 restarts)", spec="job.max_retry", pipeline=True)
+    ttl: int | None = arg(3600, "seconds a finished job is kept", spec="job.ttl", pipeline=True)
+    deadline: int | None = arg(None, "seconds each pod may run (activeDeadlineSeconds, per attempt): a pod past it "
+                                     "fails (DeadlineExceeded), which restarts or ends the job like any failed pod",
+                               spec="job.deadline")
+    istio_sidecar: bool = arg(False, "let a service mesh inject its sidecar into the pods (default: every pod carries "
+                                     "sidecar.istio.io/inject=false, since in an Istio-injected namespace a sidecar "
+                                     "keeps a finished task's pod running and the job never completes)",
+                              spec="job.istio_sidecar", pipeline=True)
+    pod_security: PodSecurityLevel = arg(
+        "baseline", "Pod Security Standards level the pods meet: baseline, or restricted for a namespace that enforces "
+                    "it (non-root, RuntimeDefault seccomp, no privilege escalation, no capabilities; the image must run "
+                    "as a numeric non-root user, as the project's trainer-tf image does)", spec="job.pod_security",
+        pipeline=True, mpi="Pod Security Standards level the pods meet: baseline only (the MPI workers' sshd needs root)")
+    restart_on_failure: bool = arg(True, "a failed pod restarts the whole job (bounded by max_retry); false: it ends "
+                                         "the job (Terminated)", spec="job.restart_on_failure")
+    image_pull_secrets: Sequence[str] | None = arg(None, "pull secrets of every pod", spec="job.image_pull_secrets",
+                                                   pipeline=True)
+    service_account: str | None = arg(None, "ServiceAccount of the pods", spec="job.service_account", pipeline=True)
+    run_id: str | None = arg(None, "run identity: a re-run with the same id attaches instead of creating (default "
+                                   "$VPIPE_RUN_ID, else a new one)", spec="job.run_id")
+    labels: Mapping[str, str] | None = arg(None, "labels on the job and its pods", spec="job.labels")
+    owner: str | None = arg(None, "owner of the job, API_VERSION/KIND/NAME/UID in the job's namespace (e.g. an Argo "
+                                  "Workflow: argoproj.io/v1alpha1/Workflow/NAME/UID): deleting the owner deletes the "
+                                  "job (Kubernetes' garbage collector); not set when the step does not wait (the job "
+                                  "must outlive the run)", spec="job.owner")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobOptions(JobTarget, JobPolicy):
+    """What every Volcano job of ours has, whatever the framework: its name, JobTarget and
+    JobPolicy (an unset pull-secret list or label map is empty)."""
 
     name: str
-    namespace: str = "default"
-    image: str | None = None  # None: the framework default
-    queue: str = "default"
-    priority_class: str | None = None
-    min_available: int | None = None  # None: every replica (gang)
-    max_retry: int = 3
-    ttl: int | None = 3600
-    deadline: int | None = None  # every pod's activeDeadlineSeconds
-    image_pull_secrets: tuple[str, ...] = ()
-    service_account: str | None = None
-    run_id: str | None = None
-    labels: dict[str, str] = field(default_factory=dict)  # on the Job and every pod
-    owner: str | None = None  # API_VERSION/KIND/NAME/UID: metadata.ownerReferences of the Job
-    restart_on_failure: bool = True  # PodFailed -> RestartJob (bounded by max_retry), else TerminateJob
-    istio_sidecar: bool = False  # False: every pod opts out of sidecar injection (kube/pods.mesh_opt_out)
-    pod_security: str = "baseline"  # the Pod Security Standards level the pods are built to meet (POD_SECURITY_LEVELS)
 
 
 @dataclass(frozen=True)

@@ -187,7 +187,7 @@ def check_job_options(job: JobOptions, task_replicas: Mapping[str, int], *, alwa
         check_bounded("job.ttl", job.ttl, 0, INT32_MAX)
     if job.deadline is not None:
         check_positive("job.deadline", job.deadline)
-    for i, secret in enumerate(job.image_pull_secrets):
+    for i, secret in enumerate(job.image_pull_secrets or ()):
         check_dns_subdomain(f"job.image_pull_secrets[{i}]", secret)
     if job.service_account is not None:
         check_dns_subdomain("job.service_account", job.service_account)
@@ -195,7 +195,7 @@ def check_job_options(job: JobOptions, task_replicas: Mapping[str, int], *, alwa
         check_label_value("job.run_id", job.run_id)
         if not job.run_id:
             fail("job.run_id", job.run_id, "a non-empty label value")
-    check_user_labels("job.labels", job.labels)
+    check_user_labels("job.labels", job.labels or {})
     if job.pod_security not in POD_SECURITY_LEVELS:
         fail("job.pod_security", job.pod_security, f"one of {', '.join(POD_SECURITY_LEVELS)}")
     if job.owner is not None:
