@@ -18,6 +18,7 @@ from typing import Any
 
 from volcano_pipelines.errors import EXIT_OK
 from volcano_pipelines.steps import namespace_prepare, pv_reuse
+from volcano_pipelines.steps.params import KubeContext, Kubeconfig, help_of
 
 __all__ = ["register"]
 
@@ -26,8 +27,8 @@ __all__ = ["register"]
 
 
 def _cluster_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)")
-    parser.add_argument("--context", help="kubeconfig context")
+    parser.add_argument("--kubeconfig", help=help_of(Kubeconfig))
+    parser.add_argument("--context", help=help_of(KubeContext))
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.kube.validate import check_dns_label, check_dns_subdomain
+from volcano_pipelines.steps.params import KubeContext, Kubeconfig
 
 __all__ = ["COPIED_FROM", "namespace_prepare", "pv_reuse", "reuse_claim_ref", "secret_copy"]
 
@@ -71,8 +72,8 @@ def _connect(kubeconfig: str | None, context: str | None) -> Any:
     return connect(kubeconfig, context)
 
 
-def pv_reuse(pv_name: str, claim: str, *, namespace: str | None = None, kubeconfig: str | None = None,
-             context: str | None = None) -> dict[str, Any]:
+def pv_reuse(pv_name: str, claim: str, *, namespace: str | None = None, kubeconfig: Kubeconfig = None,
+             context: KubeContext = None) -> dict[str, Any]:
     from volcano_pipelines.k8s.errors import NotFound
 
     check_dns_subdomain("PV", pv_name)
@@ -95,8 +96,8 @@ def pv_reuse(pv_name: str, claim: str, *, namespace: str | None = None, kubeconf
             "phase": (pv.get("status") or {}).get("phase", "")}
 
 
-def namespace_prepare(namespaces: list[str], pull_secret_from: str, *, kubeconfig: str | None = None,
-                      context: str | None = None) -> list[dict[str, Any]]:
+def namespace_prepare(namespaces: list[str], pull_secret_from: str, *, kubeconfig: Kubeconfig = None,
+                      context: KubeContext = None) -> list[dict[str, Any]]:
     from volcano_pipelines.k8s.errors import Conflict, NotFound
 
     source_ns, sep, secret_name = pull_secret_from.partition("/")

@@ -21,7 +21,7 @@ from volcano_pipelines.backends.base import OnCancel
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.labels import TRAIN_STEP
 from volcano_pipelines.steps.registry import WHOLE, Output
-from volcano_pipelines.steps.params import check_types
+from volcano_pipelines.steps.params import KubeContext, Kubeconfig, check_types
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.status import FAILED_PHASES, SUCCEEDED_PHASES
 
@@ -131,8 +131,8 @@ def finish_run(
     pipeline_state: str = SUCCEEDED,
     error_message: str | None = None,
     namespace: str | None = None,
-    kubeconfig: str | None = None,
-    context: str | None = None,
+    kubeconfig: Kubeconfig = None,
+    context: KubeContext = None,
     on_failure: OnCancel = "delete",
     log_lines: int = 20,
 ) -> RunReport:
@@ -147,8 +147,6 @@ def finish_run(
         pipeline_state: how the run's tasks ended: COMPLETE, CACHED or SUCCEEDED; FAILED or CANCELED; any other word (RUNNING) is decided from the job
         error_message: why the run failed, when it did
         namespace: namespace of the run's training job (default: the context's namespace, else default)
-        kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
-        context: kubeconfig context
         on_failure: what happens to the run's training job when the run failed or was cancelled: delete, abort or keep
         log_lines: last log lines of a failed pod to report
     """

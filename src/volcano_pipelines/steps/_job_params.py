@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from volcano_pipelines.backends.base import OnCancel
-from volcano_pipelines.steps.params import arg, declared
+from volcano_pipelines.steps.params import KubeContext, Kubeconfig, arg, declared, help_of
 from volcano_pipelines.volcano.spec import DEFAULT_TF_PORT, JobPolicy, JobTarget, Storage
 
 __all__ = ["ALL_GROUPS", "BACKENDS", "BackendName", "Code", "JobPolicy", "JobTarget", "MPICommand", "MPIShape", "Run", "Storage", "TFShape", "Tasks",
@@ -90,8 +90,8 @@ class Run:
 
     backend: BackendName = arg("cluster", "where the job runs: cluster (Kubernetes + Volcano) or local (processes "
                                           "on this machine)")
-    kubeconfig: str | None = arg(None, "kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)")
-    context: str | None = arg(None, "kubeconfig context")
+    kubeconfig: str | None = arg(None, help_of(Kubeconfig))
+    context: str | None = arg(None, help_of(KubeContext))
     namespace: str | None = arg(None, "namespace of the job (default: the context's namespace, else default)")
     timeout: float | None = arg(None, "seconds to wait before the job is aborted and the step fails")
     on_cancel: OnCancel = arg("delete", "what SIGTERM / Ctrl-C does to the job: delete, abort or keep", pipeline=True)

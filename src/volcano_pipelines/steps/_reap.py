@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Literal, get_args
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps.params import check_types
+from volcano_pipelines.steps.params import KubeContext, Kubeconfig, check_types
 from volcano_pipelines.lifecycle import reap as rule
 from volcano_pipelines.lifecycle.sweep import ReapedUnit, ReapResult, Sweep
 from volcano_pipelines.progress import Progress
@@ -70,8 +70,8 @@ def reap(
     once: bool = False,
     dry_run: bool = False,
     timeout: float | None = None,
-    kubeconfig: str | None = None,
-    context: str | None = None,
+    kubeconfig: Kubeconfig = None,
+    context: KubeContext = None,
     progress: Progress | None = None,
 ) -> ReapResult:
     """Finish training jobs whose parameter servers still run after the work is done: when the
@@ -95,8 +95,6 @@ def reap(
         once: one sweep: reap what is due (or comes due within the grace period), then exit (for a CronJob)
         dry_run: say what would be done; change nothing
         timeout: seconds to wait for the job (sweeper: to run) before stopping
-        kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
-        context: kubeconfig context
     """
     check_types(reap, locals())
     _check(job, selector, namespace, all_namespaces, grace, on_failure, completion_task, group_label,

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal, get_args
 from volcano_pipelines.deadline import Deadline
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.registry import WHOLE, Output
-from volcano_pipelines.steps.params import check_types
+from volcano_pipelines.steps.params import KubeContext, Kubeconfig, check_types
 from volcano_pipelines.kube.serving import (
     GRPC_PORT,
     REST_PORT,
@@ -182,8 +182,8 @@ def serve(
     node_selector: Mapping[str, str] | None = None,
     tolerations: Sequence[str] | None = None,
     dry_run: bool = False,
-    kubeconfig: str | None = None,
-    context: str | None = None,
+    kubeconfig: Kubeconfig = None,
+    context: KubeContext = None,
     progress: Progress | None = None,
 ) -> ServeResult:
     """Serve the exported model with TF Serving and wait until the version is AVAILABLE;
@@ -216,8 +216,6 @@ def serve(
         node_selector: node labels the serving pods must match (e.g. a pool for serving)
         tolerations: taints the serving pods tolerate, kubectl form KEY[=VALUE]:EFFECT
         dry_run: print the objects; create nothing
-        kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
-        context: kubeconfig context
     """
     check_types(serve, locals())
     progress = progress or Progress()

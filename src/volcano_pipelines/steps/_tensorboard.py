@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal, get_args
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps._service_checks import check_common, require_pvc
 from volcano_pipelines.steps.registry import WHOLE, Output
-from volcano_pipelines.steps.params import check_types
+from volcano_pipelines.steps.params import KubeContext, Kubeconfig, check_types
 from volcano_pipelines.kube.tensorboard import (
     STEP,
     TENSORBOARD_IMAGE,
@@ -108,8 +108,8 @@ def tensorboard(
     timeout: float = 300,
     wait: bool = True,
     dry_run: bool = False,
-    kubeconfig: str | None = None,
-    context: str | None = None,
+    kubeconfig: Kubeconfig = None,
+    context: KubeContext = None,
     progress: Progress | None = None,
 ) -> TensorboardResult:
     """Start (or update) TensorBoard over the training logs and report the URL to open: a
@@ -142,8 +142,6 @@ def tensorboard(
         timeout: seconds to wait for TensorBoard to be ready
         wait: wait until TensorBoard is ready (false: apply and return)
         dry_run: print the objects; create nothing
-        kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
-        context: kubeconfig context
     """
     check_types(tensorboard, locals())
     progress = progress or Progress()

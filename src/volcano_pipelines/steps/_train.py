@@ -28,7 +28,7 @@ from volcano_pipelines.steps._job_params import (
     Tasks,
     TFShape,
 )
-from volcano_pipelines.steps.params import bind, check_types, declare, declared, extend_signature
+from volcano_pipelines.steps.params import KubeContext, Kubeconfig, bind, check_types, declare, declared, extend_signature
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.tf import build_tf_job
@@ -95,8 +95,8 @@ def status(
     name: str,
     *,
     namespace: str | None = None,
-    kubeconfig: str | None = None,
-    context: str | None = None,
+    kubeconfig: Kubeconfig = None,
+    context: KubeContext = None,
     log_lines: int = 20,
     post_mortem: bool = False,
 ) -> TrainResult:
@@ -105,8 +105,6 @@ def status(
     Args:
         name: job name
         namespace: namespace of the job (default: the context's namespace, else default)
-        kubeconfig: kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)
-        context: kubeconfig context
         log_lines: last log lines of a failed pod to report
         post_mortem: show the job's saved post-mortem record (what happened to every pod) instead of asking the cluster
     """
@@ -207,7 +205,7 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
         return run_job(target, manifest, policy, progress)
 
 
-def target_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
+def target_namespace(kubeconfig: Kubeconfig = None, context: KubeContext = None) -> str:
     """The namespace a job given none is sent to (what a dry run and `vpipe render` show): the
     kubeconfig context's, the pod's own inside a cluster, else `default`; read without
     connecting, as the submission reads it (without loading the Kubernetes client). A named

@@ -15,17 +15,37 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from volcano_pipelines.declaration import Doc, arg
 from volcano_pipelines.errors import InputError
 
-__all__ = ["NOT_FRONT_END", "Doc", "Param", "arg", "bind", "check_types", "choices", "container", "declare", "declared",
-           "describe", "extend_signature", "item_hint", "optional", "params", "scalar_type", "strip_none"]
+__all__ = ["NOT_FRONT_END", "Doc", "Help", "KubeContext", "Kubeconfig", "Param", "arg", "bind", "check_types", "choices",
+           "container", "declare", "declared", "describe", "extend_signature", "help_of", "item_hint", "optional", "params",
+           "scalar_type", "strip_none"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 # Python-only arguments: objects, not values a pipeline can pass.
 NOT_FRONT_END = frozenset({"progress"})
+
+
+@dataclass(frozen=True)
+class Help:
+    """The help of a parameter many steps take, declared once with its type
+    (`Annotated[str | None, Help(...)]`); `params` gives it to a step parameter of that type
+    whose docstring has no entry of its own."""
+
+    text: str
+
+
+# The connection every cluster step takes.
+Kubeconfig = Annotated[str | None, Help("kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)")]
+KubeContext = Annotated[str | None, Help("kubeconfig context")]
+
+
+def help_of(hint: Any) -> str:
+    """The Help declared on an Annotated type ('' when none)."""
+    return next((item.text for item in getattr(hint, "__metadata__", ()) if isinstance(item, Help)), "")
 
 
 @dataclass(frozen=True)
@@ -122,9 +142,16 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     return typing.get_type_hints(fn)
 
 
+@functools.cache
+def _declared_help(fn: Callable[..., Any]) -> dict[str, str]:
+    """The help its type declares (Kubeconfig, KubeContext), per parameter of `fn`."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    return {name: text for name, hint in hints.items() if (text := help_of(hint))}
+
+
 def params(fn: Callable[..., Any]) -> list[Param]:
     """The front-end parameters of a step, in signature order, each with its type and help."""
-    docs = _arg_docs(fn)
+    docs = {**_declared_help(fn), **_arg_docs(fn)}
     hints = _hints(fn)
     out = []
     for p in inspect.signature(fn).parameters.values():
