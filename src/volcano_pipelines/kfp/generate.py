@@ -99,7 +99,9 @@ def component_source(spec: ComponentSource, step: Callable[..., Any]) -> str:
         base, _ = kfp_type(p.hint)
         lines.append(f"    {p.name}: {_annotation(p)} = {kfp_default(p.default, base)!r},")
     fields = ", ".join(f"({name!r}, {kind})" for name, kind, _ in spec.outputs)
-    lines.append(f") -> NamedTuple('Outputs', [{fields}]):")
+    # KFP reads a NamedTuple's fields as the outputs and refuses one with none: a step whose
+    # result marks no output parameter returns nothing to KFP.
+    lines.append(f") -> NamedTuple('Outputs', [{fields}]):" if spec.outputs else ") -> None:")
     lines.append(f'    """{_docstring_text(spec.summary)}')
     lines.append("")
     if spec.step != "finish_run":  # the exit handler only reports and cleans up after its own run
@@ -114,14 +116,15 @@ def component_source(spec: ComponentSource, step: Callable[..., Any]) -> str:
     ]
     for name, text in documented:
         lines.append(f"        {name}: {_docstring_text(text) or name.replace('_', ' ')}")
-    lines.append("")
-    lines.append("    Returns:")
-    for name, _, text in spec.outputs:
-        lines.append(f"        {name}: {_docstring_text(text)}")
+    if spec.outputs:
+        lines.append("")
+        lines.append("    Returns:")
+        for name, _, text in spec.outputs:
+            lines.append(f"        {name}: {_docstring_text(text)}")
     lines.append('    """')
     lines.append("    from volcano_pipelines.kfp.runtime import run_step")
     lines.append("")
-    lines.append(f"    return run_step({spec.step!r}, {{")
+    lines.append(f"    {'return ' if spec.outputs else ''}run_step({spec.step!r}, {{")
     for name, _, _ in spec.extra_inputs:
         lines.append(f"        {name!r}: {name},")
     for p in step_params:
