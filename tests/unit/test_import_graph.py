@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.source import parsed
+
 SRC = Path(__file__).resolve().parents[2] / "src" / "volcano_pipelines"
 PACKAGE = "volcano_pipelines"
 # Neutral modules every layer may use.
@@ -46,7 +48,7 @@ def layer(path: Path) -> str:
 
 
 def imported_layers(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
+    tree = parsed(path)
     out: set[str] = set()
     for node in ast.walk(tree):
         names: list[str] = []
@@ -110,7 +112,7 @@ def test_no_module_above_400_lines_without_a_reason() -> None:
 
 
 def _imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
+    tree = parsed(path)
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -7,7 +7,6 @@ from their valueFrom paths (under $VPIPE_ARGO_OUT instead of /tmp/vpipe)."""
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import subprocess
@@ -23,11 +22,12 @@ ARGO_DIR = REPO / "pipelines" / "argo"
 _TAG = re.compile(r"\{\{\s*(inputs\.parameters\.[\w-]+|workflow\.[\w.-]+)\s*\}\}")
 
 
-@functools.lru_cache(maxsize=1)
 def _rendered() -> dict[str, str]:
-    from volcano_pipelines.argo.compile import artifacts
+    # The session's one rendering of the Argo files (tests/helpers/renders.py), which
+    # test_committed_argo_yaml_is_fresh also compares with the committed copies.
+    from tests.helpers.renders import rendered
 
-    return artifacts()
+    return rendered("volcano_pipelines.argo.compile")
 
 
 def load(name: str) -> dict[str, Any]:

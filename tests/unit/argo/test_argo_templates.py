@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.golden_files import check_golden
+from tests.helpers.renders import rendered
 from tests.unit.argo import local_run
 from tests.unit.argo.local_run import REPO, load, template
 from volcano_pipelines.argo import compile as argo_compile
@@ -27,7 +28,7 @@ from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps._train import render_mpi, render_tf, train_tf
 
-ARTIFACTS = argo_compile.artifacts()
+ARTIFACTS = rendered(argo_compile.__name__)  # argo_compile.artifacts(), rendered once per session
 
 
 @pytest.mark.parametrize("path", sorted(ARTIFACTS))

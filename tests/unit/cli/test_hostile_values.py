@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests import needs
+from tests.helpers.renders import share_renders
 from volcano_pipelines.cli import main
 
 
@@ -60,6 +61,14 @@ def test_relative_paths_and_own_labels_are_still_honoured(capsys: pytest.Capture
 # --- vpipe compile: all or nothing -------------------------------------------------------------
 
 
+@pytest.fixture()
+def shared_renders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each front end renders once per runtime image for the session (tests/helpers/renders.py):
+    these tests check how `vpipe compile` writes the files, not the text, which the freshness
+    tests check."""
+    share_renders(monkeypatch)
+
+
 def _compile(capsys: pytest.CaptureFixture[str], root: Path, *extra: str) -> tuple[int, str]:
     needs.module("kfp", "the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
     return _run(capsys, "compile", "--root", str(root), *extra)
@@ -69,6 +78,7 @@ def _files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
+@pytest.mark.usefixtures("shared_renders")
 def test_compile_with_a_directory_where_a_file_goes_writes_nothing(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "components" / "sync.yaml").mkdir(parents=True)
@@ -78,6 +88,7 @@ def test_compile_with_a_directory_where_a_file_goes_writes_nothing(tmp_path: Pat
     assert _files(tmp_path) == before  # before the fix: 3 of 18 files written, then a traceback
 
 
+@pytest.mark.usefixtures("shared_renders")
 def test_compile_with_a_file_where_a_directory_goes_writes_nothing(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "components").write_text("not a directory")
@@ -86,6 +97,7 @@ def test_compile_with_a_file_where_a_directory_goes_writes_nothing(tmp_path: Pat
     assert _files(tmp_path) == ["components"]
 
 
+@pytest.mark.usefixtures("shared_renders")
 def test_compile_into_an_unwritable_root_is_one_error_and_nothing_changed(tmp_path: Path,
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _compile(capsys, Path("/proc"))
@@ -96,6 +108,7 @@ def test_compile_into_an_unwritable_root_is_one_error_and_nothing_changed(tmp_pa
         assert code == 1 and _files(tmp_path / "ro") == []
 
 
+@pytest.mark.usefixtures("shared_renders")
 def test_a_failure_while_staging_removes_what_was_staged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     """The disk fills up at the 5th file: no staged file, no new directory, no old file touched."""
@@ -119,6 +132,7 @@ def test_a_failure_while_staging_removes_what_was_staged(tmp_path: Path, monkeyp
     assert (tmp_path / "pipelines" / "train-and-serve.yaml").read_text() == "old\n"
 
 
+@pytest.mark.usefixtures("shared_renders")
 def test_compile_writes_then_checks_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _compile(capsys, tmp_path)
     assert code == 0, err

@@ -13,6 +13,7 @@ from tests import needs
 needs.module("kfp", "the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
 
 from tests.golden_files import check_golden
+from tests.helpers import renders
 from volcano_pipelines.cli import compile as compile_cli
 from volcano_pipelines.cli import main
 from volcano_pipelines.kfp import compile as kfp_compile
@@ -22,7 +23,15 @@ REPO = Path(__file__).resolve().parents[3]
 
 @pytest.fixture(scope="module")
 def rendered() -> dict[str, str]:
-    return kfp_compile.artifacts()
+    return renders.rendered(kfp_compile.__name__)  # kfp_compile.artifacts(), rendered once per session
+
+
+@pytest.fixture()
+def shared_renders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each front end renders once per runtime image for the session (tests/helpers/renders.py):
+    these tests check what `vpipe compile` does with the text; the freshness tests above check
+    the text."""
+    renders.share_renders(monkeypatch)
 
 
 def test_artifact_paths(rendered: dict[str, str]) -> None:
@@ -38,6 +47,7 @@ def test_committed_artifact_is_fresh(rendered: dict[str, str], path: str) -> Non
     check_golden(REPO / path, rendered[path])
 
 
+@pytest.mark.usefixtures("shared_renders")
 def test_compile_writes_then_check_passes_then_names_a_stale_file(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compile", "--check", "--root", str(tmp_path)]) == 1
@@ -61,6 +71,7 @@ def test_compile_writes_then_check_passes_then_names_a_stale_file(tmp_path: Path
     assert out.count("wrote ") == 1 and "wrote components/sync.yaml" in out
 
 
+@pytest.mark.usefixtures("shared_renders")
 def test_missing_root_is_bad_input_for_check_and_created_for_writing(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compile", "--check", "--root", str(tmp_path / "nope")]) == 2
@@ -100,6 +111,7 @@ def test_without_hera_the_argo_templates_are_skipped_with_a_note(monkeypatch: py
     assert "Argo templates are not compiled" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("shared_renders")
 def test_argo_artifacts_join_when_that_front_end_is_there(rendered: dict[str, str]) -> None:
     everything = compile_cli.all_artifacts()
     assert set(rendered) <= set(everything)
@@ -121,6 +133,7 @@ def _images(node: object, found: list[str]) -> list[str]:
     return found
 
 
+@pytest.mark.usefixtures("shared_renders")
 def test_runtime_image_override_reaches_components_pipelines_and_argo_templates(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`vpipe compile --runtime-image`: a private registry's name for the runtime image in every

@@ -12,6 +12,7 @@ import yaml
 
 needs.module("kfp", "the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
 
+from tests.helpers.renders import kfp_pipeline
 from volcano_pipelines.kfp import pipelines
 from volcano_pipelines.kfp.compile import compile_text
 from volcano_pipelines.kfp.generate import kfp_default, kfp_type
@@ -25,9 +26,10 @@ RUN_ID = "{{$.pipeline_job_uuid}}"
 
 
 def _compiled(kind: str, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    # With every default: the session's one compilation of that pipeline (tests/helpers/renders.py).
+    text = compile_text(pipelines.train_and_serve(kind, **kwargs)) if kwargs else kfp_pipeline(kind)
     # libyaml's safe loader: the same objects, a tenth of the pure-Python parser's CPU.
-    docs = list(yaml.load_all(compile_text(pipelines.train_and_serve(kind, **kwargs)),
-                              Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+    docs = list(yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     return docs[0], (docs[1] if len(docs) > 1 else {})
 
 

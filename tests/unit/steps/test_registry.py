@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.source import parsed
+
 import volcano_pipelines.steps as steps_package
 from volcano_pipelines.steps.params import params
 from volcano_pipelines.steps.registry import ARGO, CLI, KFP, STEPS, WHOLE, Step, exports, output_type, steps_for
@@ -57,8 +59,10 @@ def test_outputs_are_fields_of_the_result_type(item: Step) -> None:
     result_type = item.result_type()
     outputs = item.outputs()
     names = [out.name for out in outputs]
-    assert len(names) == len(set(names)) and outputs, item.name
-    assert outputs[-1].source == WHOLE and outputs[-1].name == "result"
+    where = f"{item.result}.OUTPUTS (steps/{item.module}.py, outputs.py)"
+    assert outputs, f"{where} marks no output: it ends with Output('result', WHOLE) at least"
+    assert len(names) == len(set(names)), f"{where} names an output twice: {names}"
+    assert outputs[-1].source == WHOLE and outputs[-1].name == "result", f"{where} must end with Output('result', WHOLE)"
     fields = {f.name for f in dataclasses.fields(result_type)}
     for out in outputs[:-1]:
         assert out.source in fields or isinstance(getattr(result_type, out.source, None), property), out
@@ -73,6 +77,8 @@ def test_kfp_components_are_the_registry_kfp_steps() -> None:
     names = [item.name for item in steps_for(KFP)]
     assert list(components.ALL) == names == list(COMPONENT_FILES)
     assert components.train_tf is components.ALL["train_tf"]
+    unreported = sorted({item.result for item in steps_for(KFP)} - set(_REPORTS), key=str)
+    assert unreported == [], f"kfp/runtime.py _REPORTS says nothing of {unreported}: how the KFP UI shows each result type"
     assert {item.result for item in steps_for(KFP)} == set(_REPORTS)
     for item in steps_for(KFP):
         outputs = components.ALL[item.name].component_spec.outputs
@@ -94,11 +100,15 @@ def test_every_cli_step_is_a_vpipe_command(item: Step) -> None:
 
     from volcano_pipelines.cli import build_parser
 
+    command = " ".join(item.words)
+    missing = (f"no `vpipe {command}` command for step {item.name}: a module in cli/ whose register(subparsers) "
+               f"adds it, and its entry in cli/__init__.py COMMANDS")
     parser = build_parser(item.words[0])
     for word in item.words:
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        assert sub is not None and word in sub.choices, missing
         parser = sub.choices[word]
-    assert parser.get_default("handler") is not None, item.words
+    assert parser.get_default("handler") is not None, missing
 
 
 # --- drift ---------------------------------------------------------------------------------
@@ -134,7 +144,7 @@ def test_no_module_keeps_its_own_list_of_steps() -> None:
         relative = str(path.relative_to(SRC))
         if relative == "steps/registry.py":
             continue
-        tree = ast.parse(path.read_text())
+        tree = parsed(path)
         for parent in ast.walk(tree):
             for node in ast.iter_child_nodes(parent):
                 names = _literal_names(node)
@@ -156,6 +166,9 @@ def test_the_static_imports_match_the_lazy_exports() -> None:
                 assert isinstance(item, ast.ImportFrom) and item.module
                 for alias in item.names:
                     static[alias.name] = item.module.rsplit(".", 1)[1]
+    unlisted = {name: home for name, home in steps_package._HOMES.items() if static.get(name) != home}
+    assert unlisted == {}, ("steps/__init__.py: under `if TYPE_CHECKING:` import " +
+                            "; ".join(f"{name} from volcano_pipelines.steps.{home}" for name, home in sorted(unlisted.items())))
     assert static == steps_package._HOMES
 
 

@@ -25,9 +25,10 @@ from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Role, Storage, TFJobSpec
 from volcano_pipelines.volcano.tf import build_tf_job
 
-# The stub entry point: records exactly what it received.
+# The stub entry point: records exactly what it received (-S: no site-packages to set up, it
+# needs only the standard library; what it records does not depend on them).
 RECORDER = """#!/bin/bash
-exec python3 -c 'import json, os, sys
+exec python3 -S -c 'import json, os, sys
 json.dump({"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd()}, open(os.environ["VPIPE_TEST_OUT"], "w"))' "$@"
 """
 
@@ -219,7 +220,7 @@ def fake_mpiexec(tmp_path: Path) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "mpiexec").write_text(
-        "#!/bin/bash\nexec python3 -c 'import json, os, sys\n"
+        "#!/bin/bash\nexec python3 -S -c 'import json, os, sys\n"
         "json.dump({\"argv\": sys.argv[1:], \"hostfile\": open(sys.argv[sys.argv.index(\"--hostfile\") + 1]).read()},"
         " open(os.environ[\"VPIPE_TEST_OUT\"], \"w\"))' \"$@\"\n"
     )
