@@ -12,8 +12,9 @@ from typing import NoReturn
 
 from volcano_pipelines import __version__
 from volcano_pipelines.errors import EXIT_BAD_INPUT, EXIT_OK, VpipeError
+from volcano_pipelines.steps.registry import CLI, Step, steps_for
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "generated_commands", "main"]
 
 # Each command, the module that registers it, and its one-line help. Only the module of the
 # command being run is imported (`vpipe --help`, `render` and `sync` never load the Kubernetes
@@ -58,7 +59,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for name, (home, text) in COMMANDS.items():
         if home != module:
             subparsers.add_parser(name, help=text, add_help=False)
+    # A one-word step with no command module of its own gets the generated command.
+    for item in generated_commands():
+        if item.words[0] == command:
+            importlib.import_module("volcano_pipelines.cli.generic").register(subparsers, item)
+        else:
+            subparsers.add_parser(item.words[0], help=item.summary.split(". ")[0].rstrip(".").lower(), add_help=False)
     return parser
+
+
+def generated_commands() -> tuple[Step, ...]:
+    """The registered command-line steps whose command cli/generic.py generates."""
+    return tuple(item for item in steps_for(CLI) if len(item.words) == 1 and item.words[0] not in COMMANDS)
 
 
 def _split_extra(argv: list[str]) -> tuple[list[str], list[str]]:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from volcano_pipelines.cli import flags
-from volcano_pipelines.cli.progress import configure_logging, make_progress
+from volcano_pipelines.cli.generic import call_step
 from volcano_pipelines.errors import EXIT_FAILED, EXIT_OK, InputError
 from volcano_pipelines.manifest import to_yaml
 from volcano_pipelines import steps
@@ -73,21 +73,7 @@ def _kwargs(args: argparse.Namespace, step: Callable[..., Any], skip: Sequence[s
 
 def _call(args: argparse.Namespace, step: Callable[..., Any], kwargs: dict[str, Any], positional: dict[str, str]) -> Any:
     """Run the step; an error names the flag the user typed."""
-    configure_logging(quiet=args.quiet)
-    progress = make_progress(sys.stderr, quiet=args.quiet)
-    try:
-        return step(**kwargs, progress=progress)
-    except InputError as err:
-        if err.field in positional:
-            raise InputError(positional[err.field], err.value, err.allowed) from None
-        flag = flags.flag_for(step, err.field, ())
-        if err.field in PLAIN:
-            flag = f"--{err.field}"
-        if flag is None:
-            raise
-        raise InputError(flag, err.value, flags.in_flags(step, err.allowed, ())) from None
-    finally:
-        progress.close()
+    return call_step(args, step, kwargs, positional, plain=PLAIN)
 
 
 def _reap(args: argparse.Namespace) -> int:

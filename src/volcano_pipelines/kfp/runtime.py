@@ -105,7 +105,8 @@ def _from_kfp_pod(fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
 
 def _report(result: Any, metrics: Any, summary: Any) -> None:
     data = result.to_dict()
-    numbers, markdown = _REPORTS[type(result).__name__]
+    # A step the KFP UI has no summary for yet (a new one): no numbers, its fields as a table.
+    numbers, markdown = _REPORTS.get(type(result).__name__, (lambda _data: {}, summaries.result_markdown))
     for name, value in numbers(data).items():
         metrics.log_metric(name, value)
     _write(summary, markdown(data))

@@ -3,11 +3,12 @@ summary. Pure: result dicts (the steps' to_dict()) in, numbers and text out."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["error_markdown", "finish_markdown", "reap_markdown", "reap_metrics", "serve_markdown", "serve_metrics",
+__all__ = ["error_markdown", "finish_markdown", "reap_markdown", "reap_metrics", "result_markdown", "serve_markdown", "serve_metrics",
            "sync_markdown", "sync_metrics", "tensorboard_markdown", "train_markdown", "train_metrics"]
 
 # The training summary points at the steps that follow it (where a pipeline has them).
@@ -302,4 +303,15 @@ def serve_markdown(result: Mapping[str, Any]) -> str:
     warnings = result.get("warnings") or []
     if warnings:
         lines += ["", "### Warnings", ""] + [f"- {_cell(item)}" for item in warnings]
+    return "\n".join(lines) + "\n"
+
+
+def result_markdown(result: Mapping[str, Any]) -> str:
+    """The summary of a step with no summary of its own (kfp/runtime.py `_REPORTS`): its
+    scalar fields as a table, the rest as JSON."""
+    scalars = [(key, value) for key, value in result.items() if isinstance(value, (str, int, float, bool))]
+    rest = {key: value for key, value in result.items() if not isinstance(value, (str, int, float, bool)) and value is not None}
+    lines = ["## Result", "", *_table(scalars)]
+    if rest:
+        lines += ["", _code(json.dumps(rest, indent=2, sort_keys=True, default=str))]
     return "\n".join(lines) + "\n"

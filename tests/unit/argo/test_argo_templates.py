@@ -24,6 +24,7 @@ from volcano_pipelines.argo import templates
 from volcano_pipelines.argo.inputs import FIXED_BY_POD, output_names
 from volcano_pipelines.argo.outputs import output_files, termination_message
 from volcano_pipelines.steps.params import params
+from volcano_pipelines.steps.registry import ARGO, steps_for
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps._train import render_mpi, render_tf, train_tf
@@ -37,13 +38,13 @@ def test_committed_argo_yaml_is_fresh(path: str) -> None:
 
 
 def test_artifacts_are_the_argo_files() -> None:
-    assert set(ARTIFACTS) == {f"pipelines/argo/{n}.yaml" for n in (
-        "sync", "train-tf", "train-mpi", "reap", "tensorboard", "serve", "train-and-serve", "train-and-serve-mpi",
-        "nightly-retrain", "kustomization")}
+    # One WorkflowTemplate per Argo step of the registry, one per pipeline, the schedule and the
+    # kustomization that lists the templates (not the schedule: it is applied on its own).
+    steps = {item.template for item in steps_for(ARGO)}
+    pipelines = {"train-and-serve", "train-and-serve-mpi"}
+    assert set(ARTIFACTS) == {f"pipelines/argo/{n}.yaml" for n in steps | pipelines | {"nightly-retrain", "kustomization"}}
     kustomization = yaml.safe_load(ARTIFACTS["pipelines/argo/kustomization.yaml"])
-    assert kustomization["resources"] == ["reap.yaml", "serve.yaml", "sync.yaml", "tensorboard.yaml",
-                                          "train-and-serve-mpi.yaml", "train-and-serve.yaml", "train-mpi.yaml",
-                                          "train-tf.yaml"]
+    assert kustomization["resources"] == sorted(f"{n}.yaml" for n in steps | pipelines)
 
 
 # --- parameters come from the step signatures -----------------------------------------------

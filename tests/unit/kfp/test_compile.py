@@ -17,6 +17,7 @@ from tests.helpers import renders
 from volcano_pipelines.cli import compile as compile_cli
 from volcano_pipelines.cli import main
 from volcano_pipelines.kfp import compile as kfp_compile
+from volcano_pipelines.steps.registry import KFP, steps_for
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -35,10 +36,9 @@ def shared_renders(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_artifact_paths(rendered: dict[str, str]) -> None:
-    assert set(rendered) == {"components/sync.yaml", "components/train_tf.yaml", "components/train_mpi.yaml",
-                             "components/finish_run.yaml", "components/reap.yaml", "components/tensorboard.yaml",
-                             "components/serve.yaml", "pipelines/train-and-serve.yaml",
-                             "pipelines/train-and-serve-mpi.yaml"}
+    # One component per KFP step of the registry, one file per pipeline.
+    assert set(rendered) == {f"components/{item.name}.yaml" for item in steps_for(KFP)} | {
+        "pipelines/train-and-serve.yaml", "pipelines/train-and-serve-mpi.yaml"}
     assert all(text.startswith(kfp_compile.HEADER) for text in rendered.values())
 
 

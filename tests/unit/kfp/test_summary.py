@@ -125,3 +125,13 @@ def test_finish_markdown_puts_the_tensorboard_link_beside_the_post_mortem() -> N
     plain = summary.finish_markdown({"run_id": "r6", "pipeline_state": "COMPLETE", "namespace": "ml",
                                      "job": _trained(), "cleanup": "none", "outcome": "succeeded"})
     assert "| TensorBoard |" not in plain and "Post-mortem" not in plain
+
+
+def test_a_result_with_no_summary_of_its_own_shows_its_fields() -> None:
+    text = summary.result_markdown({"greeting": "hello | world", "count": 2, "ok": True, "missing": None,
+                                    "items": [{"a": 1}], "empty": {}})
+    assert text.startswith("## Result\n")
+    assert "| greeting | hello \\| world |" in text and "| count | 2 |" in text and "| ok | True |" in text
+    assert "missing" not in text  # None: nothing to show
+    assert '"items": [' in text and '"empty": {}' in text  # the rest as JSON, in a fenced block
+    assert text.count("```") == 2

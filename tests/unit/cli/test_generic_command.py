@@ -1,0 +1,88 @@
+"""A registered one-word step with no command module of its own gets `vpipe WORD` generated
+from its declaration (cli/generic.py): positional words, flags from its signature, the result
+printed, errors naming the flag, the exit code from `succeeded`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from collections.abc import Callable
+
+import pytest
+
+from volcano_pipelines import cli
+from volcano_pipelines.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, InputError
+from volcano_pipelines.steps.registry import Step
+
+
+@dataclass(frozen=True)
+class GreetResult:
+    greeting: str
+    succeeded: bool
+    seen: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"greeting": self.greeting, "succeeded": self.succeeded, "seen": self.seen}
+
+
+def greet(name: str, *, times: int = 1, loud: bool = False, tags: list[str] | None = None) -> GreetResult:
+    """Greet someone.
+
+    Args:
+        name: who to greet
+        times: how many times
+        loud: shout
+        tags: labels to echo back
+    """
+    if times < 1:
+        raise InputError("times", times, "at least 1")
+    text = " ".join([f"hello {name}"] * times)
+    return GreetResult(text.upper() if loud else text, name != "nobody", list(tags or []))
+
+
+class _TestStep(Step):
+    def function(self) -> Callable[..., Any]:
+        return greet
+
+
+GREET = _TestStep("greet", "_greet", "GreetResult", ("greet",), "Greet someone. Politely.", positional=("name",))
+
+
+@pytest.fixture(autouse=True)
+def registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = cli.steps_for
+    monkeypatch.setattr(cli, "steps_for", lambda front_end: (*real(front_end), GREET))
+
+
+def test_the_generated_command_runs_the_step_and_prints_each_field(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["greet", "world", "--times", "2", "--loud", "--tags", "a", "--tags", "b"]) == EXIT_OK
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["greeting: HELLO WORLD HELLO WORLD", "succeeded: True", 'seen: ["a", "b"]']
+
+
+def test_json_and_the_exit_code_come_from_the_result(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["greet", "nobody", "--json", "-q"]) == EXIT_FAILED
+    assert json.loads(capsys.readouterr().out) == {"greeting": "hello nobody", "succeeded": False, "seen": []}
+
+
+def test_an_error_names_the_flag_and_a_missing_word_is_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["greet", "world", "--times", "0"]) == EXIT_BAD_INPUT
+    assert "invalid --times=0: at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["greet"])
+    assert stop.value.code == EXIT_BAD_INPUT and "NAME" in capsys.readouterr().err
+
+
+def test_it_is_listed_and_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "greet someone" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli.main(["greet", "--help"])
+    text = capsys.readouterr().out
+    assert "Greet someone. Politely." in text and "--times" in text and "--json" in text and "who to greet" in text
+
+
+def test_a_step_with_a_command_module_keeps_it() -> None:
+    assert {item.name for item in cli.generated_commands()} == {"greet"}  # reap, sync, ... have their own
