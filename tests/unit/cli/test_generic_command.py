@@ -85,4 +85,5 @@ def test_it_is_listed_and_has_help(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_a_step_with_a_command_module_keeps_it() -> None:
-    assert {item.name for item in cli.generated_commands()} == {"greet"}  # reap, sync, ... have their own
+    generated = {item.name for item in cli.generated_commands()}
+    assert "greet" in generated and generated.isdisjoint({"sync", "reap", "tensorboard", "serve", "status"})
