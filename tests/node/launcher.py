@@ -604,6 +604,11 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
             "failCgroupV1": False,
             "cgroupDriver": "cgroupfs",
             "cgroupsPerQOS": False,
+            # kubelet 1.34 panics (nil pointer in doPodResizeAction) when it decides to resize a
+            # pod while cgroupsPerQOS is off, which happened here once when a container started
+            # before its actuated-resources record was written ("Missing actuated resource
+            # record"); the node was gone for every later test. No test resizes a pod in place.
+            "featureGates": {"InPlacePodVerticalScaling": False},
             "enforceNodeAllocatable": [],
             "failSwapOn": False,
             "evictionHard": {},
