@@ -77,7 +77,9 @@ class Storage:
     log_dir: str = arg("/logs", "where the log PVC is mounted", spec="storage.log_dir")
 
 
-@dataclass(frozen=True)
+# kw_only: JobOptions adds `name`, without a default, after these fields; it stays the one
+# positional argument (JobOptions("mnist", queue="q")), as it was before they were split out.
+@dataclass(frozen=True, kw_only=True)
 class JobTarget:
     """Where the job goes and what it runs (the first of the train steps' parameters)."""
 
@@ -85,7 +87,7 @@ class JobTarget:
     image: str | None = arg(None, "image of every task (per task: task_images)", spec="job.image")  # None: the framework's
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobPolicy:
     """How Volcano schedules, retries and keeps the job, and what its pods carry. Declared
     once, here: the train steps take these as parameters (steps/_job_params.py), the
@@ -123,7 +125,7 @@ class JobPolicy:
                                   "must outlive the run)", spec="job.owner")
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class JobOptions(JobTarget, JobPolicy):
     """What every Volcano job of ours has, whatever the framework: its name, JobTarget and
     JobPolicy (an unset pull-secret list or label map is empty)."""

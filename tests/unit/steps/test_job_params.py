@@ -92,3 +92,16 @@ def test_the_local_backend_refuses_a_deadline_it_cannot_enforce(tmp_path: Any) -
         train_tf("x", backend="local", deadline=60, local_dir=str(tmp_path))
     assert caught.value.field == "deadline"
     assert not any(tmp_path.iterdir())  # nothing created
+
+
+def test_the_job_options_are_the_spec_fields_themselves_with_one_set_of_defaults() -> None:
+    """JobOptions is `name` plus the declared JobTarget and JobPolicy (volcano/spec.py): a train
+    step's default for each is the spec's, because it is read from the same field."""
+    from volcano_pipelines.volcano.spec import JobPolicy, JobTarget
+
+    spec_defaults = {f.name: f.default for f in dataclasses.fields(JobOptions) if f.name != "name"}
+    declared_defaults = {f.name: f.default for group in (JobTarget, JobPolicy) for f in dataclasses.fields(group)}
+    assert spec_defaults == declared_defaults
+    signature = inspect.signature(render_tf).parameters
+    assert {name: signature[name].default for name in declared_defaults} == declared_defaults
+    assert JobOptions("mnist", queue="q") == JobOptions(name="mnist", queue="q")  # name stays positional
