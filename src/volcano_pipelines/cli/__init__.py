@@ -64,7 +64,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         if item.words[0] == command:
             importlib.import_module("volcano_pipelines.cli.generic").register(subparsers, item)
         else:
-            subparsers.add_parser(item.words[0], help=item.summary.split(". ")[0].rstrip(".").lower(), add_help=False)
+            subparsers.add_parser(item.words[0], help=item.short_help, add_help=False)
     return parser
 
 

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], it
     """Add `vpipe WORD` for a one-word step."""
     step = item.function()
     known = {p.name: p for p in params(step)}
-    parser = subparsers.add_parser(item.words[0], help=item.summary.split(". ")[0].rstrip(".").lower(),
+    parser = subparsers.add_parser(item.words[0], help=item.short_help,
                                    description=item.summary)
     for name in item.positional:
         parser.add_argument(name, metavar=name.upper(), help=known[name].help)

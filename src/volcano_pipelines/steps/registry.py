@@ -47,6 +47,11 @@ class Step:
         return f"volcano_pipelines.steps.{self.module}"
 
     @property
+    def short_help(self) -> str:
+        """The summary's first sentence, as a command list shows it ("say hello to someone")."""
+        return self.summary.split(". ")[0].rstrip(".").lower()
+
+    @property
     def template(self) -> str:
         """The Argo template (and WorkflowTemplate suffix): the command words joined."""
         return "-".join(self.words)
