@@ -2,7 +2,8 @@
 Eviction API (the default grace period and none) restart the job, which rides through and
 reports the restart with its cause; pods CompleteJob stops are no failures; a job evicted more
 often than max_retry allows ends Failed saying so; a failing worker's post-mortem names it, its
-exit code and its last log lines, and lists every other pod. Real kubelet, real containers
+exit code and its last log lines (those of a run the job's restart deleted too), and lists
+every other pod. Real kubelet, real containers
 (the trainer image running a small bash program), the train step in this process."""
 
 from __future__ import annotations
@@ -111,7 +112,9 @@ def test_a_job_evicted_more_often_than_max_retry_ends_failed_saying_so(cluster: 
 
 def test_a_failing_workers_post_mortem_names_it_with_its_log_and_lists_every_pod(
         cluster: Any, namespace: str, node: Any, story_url: str, records: Path) -> None:
-    result = story(cluster, namespace, node, story_url, "boom", ps=1, workers=2, max_retry=1,
+    # max_retry 2: the first run fails and is restarted (Volcano deletes its pods, and their
+    # logs with them); the second fails and ends the job.
+    result = story(cluster, namespace, node, story_url, "boom", ps=1, workers=2, max_retry=2,
                    env={"RUN_FOR": "2", "FAIL_CODE": "3"})
     assert not result.succeeded and result.phase == "Failed", result.to_dict()
     assert result.post_mortem and "error" not in result.post_mortem, result.post_mortem
@@ -122,6 +125,17 @@ def test_a_failing_workers_post_mortem_names_it_with_its_log_and_lists_every_pod
     assert failed and all(p["outcome"] == "exit code 3" for p in failed), [(p["name"], p["outcome"]) for p in failed]
     logs = [line for p in failed if p["detail"] for c in p["containers"] for line in c["log"]]
     assert any("giving up: exit 3" in line for line in logs), logs
+    # The first run's failed worker that set off the restart is gone, its log too (its
+    # successor of the same name failed again); the record still shows its last lines, read by
+    # the step's pod watch while it existed, under that pod and not its successor.
+    assert result.restarts and result.restarts[0]["cause"] == "exit code 3", result.restarts
+    cause = result.restarts[0]["pod"]
+    same = [p for p in record["pods"] if p["name"] == cause]
+    assert len(same) == 2, [(p["name"], p["created"], p["deleted"]) for p in record["pods"]]
+    first = min(same, key=lambda p: p["created"])
+    assert first["deleted"], first
+    lines = [line for c in first["containers"] for line in c["log"]]
+    assert any("giving up: exit 3" in line for line in lines), first
     text = (records / namespace / "boom.md").read_text()
     assert "exit code 3" in text and "giving up: exit 3" in text
     print(f"\nreal node: post-mortem of {len(pods)} pods, {record['bytes']} bytes in {result.post_mortem['seconds']}s")

@@ -136,13 +136,15 @@ def save_post_mortem(
     seen_pods: Sequence[dict[str, Any]] = (),
     deleted: Iterable[str] = (),
     restarts: Sequence[Mapping[str, Any]] = (),
+    kept_logs: Mapping[str, Mapping[str, str | None]] | None = None,
     limits: Limits = Limits(),
     missing: MissingInfo | None = None,
     copies: Sequence[str | os.PathLike[str]] | None = None,
 ) -> dict[str, Any]:
     """Collect, build and save job `namespace/name`'s post-mortem record; call it before
     anything deletes the job or its pods. `seen_pods` / `deleted`: pods a watch saw that may
-    be gone now (their uids in `deleted`); `restarts`: the step's restart records; `copies`:
+    be gone now (their uids in `deleted`); `restarts`: the step's restart records; `kept_logs`:
+    pod uid -> container -> the last log lines read from a pod before it was deleted; `copies`:
     further directories for the same files (None: copy_directories(), the pipeline's log
     volume). Returns {json, markdown, bytes, pods, seconds, notes, copies} or {error, seconds};
     never raises."""
@@ -156,7 +158,10 @@ def save_post_mortem(
         gone = set(state.deleted) | set(deleted)
         notes = list(state.notes)
         alive = [p for p in log_pods(state.job, state.pods, limits) if (p.get("metadata") or {}).get("uid") not in gone]
-        logs = collect.read_logs(cluster, namespace, alive, limits.log_lines, limits.line_chars, notes, missing)
+        logs: dict[str, Mapping[str, str | None]] = dict(
+            collect.read_logs(cluster, namespace, alive, limits.log_lines, limits.line_chars, notes, missing))
+        # A pod still there is read now (its log is longer); one that is gone has only what was kept.
+        logs.update({uid: kept for uid, kept in (kept_logs or {}).items() if uid in gone})
         record = build_record(state.job, state.pods, state.events, logs, collected_at=now_rfc3339(), deleted=gone,
                               restarts=restarts, notes=notes, limits=limits)
         saved = write_record(record, directory, copy_directories() if copies is None else copies)

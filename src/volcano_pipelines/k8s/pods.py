@@ -14,10 +14,12 @@ from volcano_pipelines.k8s.errors import Forbidden, from_exception
 from volcano_pipelines.k8s.watch import watch_collection
 from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL
 
-__all__ = ["FailedPodWatcher", "MissingInfo", "job_events", "job_pods", "pod_being_deleted", "pod_metadata",
-           "pod_log_tail"]
+__all__ = ["DEFAULT_CONTAINER_ANNOTATION", "FailedPodWatcher", "MissingInfo", "default_container", "job_events",
+           "job_pods", "pod_being_deleted", "pod_metadata", "pod_log_tail"]
 
 log = logging.getLogger(__name__)
+DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
+LOG_READ_SECONDS = 10
 
 
 Obj = dict[str, Any]
@@ -99,10 +101,26 @@ def job_events(cluster: Cluster, namespace: str, involved_name: str, missing: Mi
         return []
 
 
-def pod_log_tail(cluster: Cluster, namespace: str, pod: str, lines: int, missing: MissingInfo) -> str | None:
-    """The last lines of a pod's log where the API serves them (not with fake kubelets)."""
+def default_container(pod: Obj) -> str | None:
+    """The container whose log `kubectl logs POD` shows: the one the pod's
+    `kubectl.kubernetes.io/default-container` annotation names (Istio's injector sets it to the
+    application's), else the first. Named explicitly: the API refuses a log read without a
+    container once a sidecar makes two."""
+    named = ((pod.get("metadata") or {}).get("annotations") or {}).get(DEFAULT_CONTAINER_ANNOTATION)
+    containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name")]
+    if named and named in containers:
+        return str(named)
+    return containers[0] if containers else None
+
+
+def pod_log_tail(cluster: Cluster, namespace: str, pod: str, lines: int, missing: MissingInfo,
+                 container: str | None = None) -> str | None:
+    """The last lines of a pod's log (of `container`, else the API's default) where the API
+    serves them (not with fake kubelets)."""
     try:
-        text = cluster.core.read_namespaced_pod_log(pod, namespace, tail_lines=lines, _request_timeout=10)
+        extra = {"container": container} if container else {}
+        text = cluster.core.read_namespaced_pod_log(pod, namespace, tail_lines=lines,
+                                                    _request_timeout=LOG_READ_SECONDS, **extra)
         return text or None
     except Exception as err:  # noqa: BLE001 - logs are a bonus; the failure report stands without them
         if isinstance(from_exception(err, "read pod log"), Forbidden):
@@ -135,7 +153,12 @@ class FailedPodWatcher:
         self._pods: dict[str, Obj] = {}  # uid -> latest state, of pods that ended badly (first seen first)
         self._seen: dict[str, Obj] = {}  # uid -> latest state, every pod
         self._deleted: set[str] = set()
-        self._log_tails: dict[str, str] = {}
+        self._log_tails: dict[str, str] = {}  # pod name -> the first failure's last lines
+        self._kept_logs: dict[str, dict[str, str]] = {}  # uid -> container -> the same lines
+        self._log_asked: set[str] = set()  # uids whose log is read or being read
+        # One short-lived thread per log read: pods that fail together (a restart follows at
+        # once and deletes them) are all read before they go, and the watch is never held up.
+        self._log_readers: list[threading.Thread] = []
         self._logged = 0
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -169,8 +192,24 @@ class FailedPodWatcher:
             return set(self._deleted)
 
     def log_tail(self, pod_name: str) -> str | None:
+        self._wait_for_log_readers()
         with self._lock:
             return self._log_tails.get(pod_name)
+
+    def kept_logs(self) -> dict[str, dict[str, str]]:
+        """The last log lines read from failed pods while they existed, by pod uid then
+        container: a restart deletes the pod and its log with it, and a post-mortem written
+        afterwards still shows why the pod failed."""
+        self._wait_for_log_readers()
+        with self._lock:
+            return {uid: dict(logs) for uid, logs in self._kept_logs.items()}
+
+    def _wait_for_log_readers(self) -> None:
+        """Until the reads started so far are done: bounded, each read has its own timeout."""
+        with self._lock:
+            readers = list(self._log_readers)
+        for reader in readers:
+            reader.join(timeout=LOG_READ_SECONDS + 1)
 
     def _run(self) -> None:
         # The one reconnecting watch (k8s/watch.py): a list, then the changes from its version
@@ -215,13 +254,22 @@ class FailedPodWatcher:
                 self._deleted.add(uid)
             if uid in self._pods or self._ended_badly(pod, deleted):
                 self._pods[uid] = pod
-            if (not deleted and (pod.get("status") or {}).get("phase") == "Failed"
-                    and pod["metadata"]["name"] not in self._log_tails and self._logged < self.LOGGED_FAILURES):
+            if (not deleted and self.log_lines > 0 and (pod.get("status") or {}).get("phase") == "Failed"
+                    and uid not in self._log_asked and self._logged < self.LOGGED_FAILURES):
                 self._logged += 1
+                self._log_asked.add(uid)
                 fetch_log = True
-        if fetch_log and self.log_lines > 0:
-            name = pod["metadata"]["name"]
-            tail = pod_log_tail(self.cluster, self.namespace, name, self.log_lines, self.missing)
-            if tail:
-                with self._lock:
-                    self._log_tails[name] = tail
+        if fetch_log:
+            reader = threading.Thread(target=self._keep_log, args=(pod["metadata"]["name"], uid, default_container(pod)),
+                                      name=f"failed-pod-log-{uid[:8]}", daemon=True)
+            with self._lock:
+                self._log_readers.append(reader)
+            reader.start()
+
+    def _keep_log(self, name: str, uid: str, container: str | None) -> None:
+        tail = pod_log_tail(self.cluster, self.namespace, name, self.log_lines, self.missing, container)
+        if tail:
+            with self._lock:
+                self._log_tails.setdefault(name, tail)  # a name's first failure (a restart reuses names)
+                if container:
+                    self._kept_logs[uid] = {container: tail}

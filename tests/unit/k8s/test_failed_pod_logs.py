@@ -1,0 +1,123 @@
+"""A failed pod's last log lines outlive the pod: the failed-pod watch reads them (of the
+application's container, named) while the pod exists, and the post-mortem written after a
+restart deleted it shows them under that pod, never under its successor of the same name."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from volcano_pipelines.backends import postmortem
+from volcano_pipelines.k8s.pods import DEFAULT_CONTAINER_ANNOTATION, FailedPodWatcher, MissingInfo, default_container
+from volcano_pipelines.k8s.postmortem import Collected
+
+
+def pod(uid: str, phase: str, containers: tuple[str, ...] = ("tensorflow",), annotation: str | None = None,
+        name: str = "rsa-chief-0") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "uid": uid, "labels": {"volcano.sh/task-spec": "chief"}}
+    if annotation is not None:
+        meta["annotations"] = {DEFAULT_CONTAINER_ANNOTATION: annotation}
+    statuses = [{"name": c, "restartCount": 0,
+                 "state": {"terminated": {"exitCode": 1, "reason": "Error"}} if phase == "Failed" else {"running": {}}}
+                for c in containers]
+    return {"metadata": meta, "spec": {"containers": [{"name": c, "image": "trainer"} for c in containers]},
+            "status": {"phase": phase, "containerStatuses": statuses}}
+
+
+@pytest.mark.parametrize(("containers", "annotation", "expected"), [
+    (("tensorflow",), None, "tensorflow"),
+    (("tensorflow", "istio-proxy"), None, "tensorflow"),
+    (("istio-proxy", "tensorflow"), "tensorflow", "tensorflow"),  # the injector's annotation wins
+    (("tensorflow",), "gone", "tensorflow"),  # an annotation naming no container is ignored
+    ((), None, None),
+])
+def test_the_log_read_is_of_the_application_container(containers: tuple[str, ...], annotation: str | None,
+                                                      expected: str | None) -> None:
+    assert default_container(pod("u", "Running", containers, annotation)) == expected
+
+
+class LogReader:
+    """The one API call the watcher makes for a failed pod: its log."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+
+    def read_namespaced_pod_log(self, name: str, namespace: str, **kwargs: Any) -> str:
+        self.calls.append((name, namespace, kwargs))
+        return self.text
+
+
+class FakeCluster:
+    def __init__(self, core: LogReader) -> None:
+        self.core = core
+
+
+def test_the_watch_keeps_a_failed_pods_log_by_uid_and_container() -> None:
+    core = LogReader("Traceback ...\nUnavailableError: worker 0\n")
+    watcher = FailedPodWatcher(FakeCluster(core), "team-a", "rsa", 20, MissingInfo())  # type: ignore[arg-type]
+    watcher._record(pod("u1", "Running", ("istio-proxy", "tensorflow"), "tensorflow"))
+    assert core.calls == [] and watcher.kept_logs() == {}  # a running pod's log is not read
+    watcher._record(pod("u1", "Failed", ("istio-proxy", "tensorflow"), "tensorflow"))
+    assert [(n, ns, kw.get("container"), kw.get("tail_lines")) for n, ns, kw in core.calls] == [
+        ("rsa-chief-0", "team-a", "tensorflow", 20)]
+    assert watcher.kept_logs() == {"u1": {"tensorflow": core.text}}
+    assert watcher.log_tail("rsa-chief-0") == core.text
+    # The same pod seen again (deleted by the restart): not read twice, still kept.
+    watcher._record(pod("u1", "Failed", ("istio-proxy", "tensorflow"), "tensorflow"), deleted=True)
+    assert len(core.calls) == 1 and watcher.kept_logs() == {"u1": {"tensorflow": core.text}}
+
+
+def test_the_post_mortem_shows_a_deleted_pods_kept_log_and_its_successors_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = {"metadata": {"name": "rsa", "namespace": "team-a", "uid": "j"},
+           "spec": {"tasks": [{"name": "chief"}], "maxRetry": 3},
+           "status": {"state": {"phase": "Running"}, "retryCount": 1}}
+    first, second = pod("u1", "Failed"), pod("u2", "Running")
+    monkeypatch.setattr(postmortem.collect, "read_state",
+                        lambda *a, **k: Collected(job=job, pods=[second, first], deleted=["u1"]))
+    # Read now, by name: the pod that exists now (the successor).
+    monkeypatch.setattr(postmortem.collect, "read_logs", lambda *a, **k: {"rsa-chief-0": {"tensorflow": "step 50\n"}})
+    saved = postmortem.save_post_mortem(
+        object(), "team-a", "rsa", directory=tmp_path, copies=[],  # type: ignore[arg-type]
+        kept_logs={"u1": {"tensorflow": "UnavailableError: worker 0\n"}, "u2": {"tensorflow": "stale\n"}})
+    assert "error" not in saved, saved
+    record = json.loads(Path(saved["json"]).read_text())
+    logs = {p["uid"]: [line for c in p["containers"] for line in c["log"]] for p in record["pods"]}
+    assert logs == {"u1": ["UnavailableError: worker 0"], "u2": ["step 50"]}, logs
+    assert "UnavailableError: worker 0" in Path(saved["markdown"]).read_text()
+
+
+class TogetherLogReader(LogReader):
+    """The first read answers only once the second has started (within a second): pods that
+    fail together, read one after the other, would lose the first pod's log."""
+
+    def __init__(self) -> None:
+        super().__init__("")
+        self.second_started = threading.Event()
+
+    def read_namespaced_pod_log(self, name: str, namespace: str, **kwargs: Any) -> str:
+        self.calls.append((name, namespace, kwargs))
+        if name.endswith("-0"):
+            return f"{name}: giving up\n" if self.second_started.wait(timeout=1.0) else ""
+        self.second_started.set()
+        return f"{name}: giving up\n"
+
+
+def test_pods_failing_together_are_read_together_and_each_read_once() -> None:
+    core = TogetherLogReader()
+    watcher = FailedPodWatcher(FakeCluster(core), "team-a", "boom", 20, MissingInfo())  # type: ignore[arg-type]
+    watcher._record(pod("u0", "Failed", name="boom-worker-0"))
+    watcher._record(pod("u1", "Failed", name="boom-worker-1"))
+    watcher._record(pod("u0", "Failed", name="boom-worker-0"))  # seen again while its read is under way
+    assert watcher.kept_logs() == {"u0": {"tensorflow": "boom-worker-0: giving up\n"},
+                                   "u1": {"tensorflow": "boom-worker-1: giving up\n"}}
+    assert sorted(name for name, _, _ in core.calls) == ["boom-worker-0", "boom-worker-1"]
+    # At most LOGGED_FAILURES pods are read: a job of many failing pods costs a few reads.
+    for i in range(2, 2 + FailedPodWatcher.LOGGED_FAILURES):
+        watcher._record(pod(f"u{i}", "Failed", name=f"boom-worker-{i}"))
+    assert len(watcher.kept_logs()) == FailedPodWatcher.LOGGED_FAILURES
