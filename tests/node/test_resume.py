@@ -135,7 +135,10 @@ def _post_mortem_text(result: TrainResult, limit: int = 4000) -> str:
 @pytest.mark.parametrize(("task", "grace"), [("chief", None), ("ps", 0)], ids=["chief-default-grace", "ps-grace-0"])
 def test_tf2_ps_job_evicted_mid_training_restarts_resumes_and_completes(
         cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes, task: str, grace: int | None) -> None:
-    steps = 6000  # ~40 s of training on an idle machine: the eviction comes well before the end
+    # About 27 s of training on an idle machine (150 steps/s), 200 s in a full CI run (20
+    # steps/s): the eviction, at the first checkpoint (500) plus the step's reading lag, comes
+    # well before the end either way. (6000 cost each such test another 100 s in CI.)
+    steps = 4000
     name = f"rs-{task}"
     evictor = EvictAtCheckpoint(cluster, namespace, f"{name}-{task}-0", grace)
     result = train_tf(
@@ -175,7 +178,7 @@ def test_tf2_ps_job_rides_through_a_kubelet_restart(cluster: Any, namespace: str
     the job trains: the containers run on under
     containerd, the new kubelet takes its pods back, the job completes (restarted or not:
     both are accepted, and said) and the step never hangs (its timeout bounds it)."""
-    steps = 6000
+    steps = 4000  # as in the eviction test above
     took: list[float] = []
     # In the step's own thread (its wait pauses for the restart's few seconds): the kubelet gets
     # its parent's death signal when the *thread* that started it ends, so a restart from a
