@@ -14,6 +14,7 @@ from typing import Any
 
 from volcano_pipelines.errors import ClusterError, InputError, VpipeError, WorkFailed
 from volcano_pipelines.transfer import dest as dest_mod
+from volcano_pipelines.transfer import fanout, partition
 from volcano_pipelines.transfer.executor import Executor, Options, Outcome, Result
 from volcano_pipelines.transfer.plan import (
     DEFAULT_MAX_DELETE,
@@ -57,6 +58,12 @@ class SyncRequest:
     dry_run: bool = False
     shards: int = 0
     full_scan: bool = False
+    # --workers N > 1: the copy runs in N pods (transfer/fanout.py), started by `launcher`; the
+    # run's files live under .vpipe/runs/<run_id>/ and the copy job is named `job_name`.
+    workers: int = 1
+    run_id: str = ""
+    job_name: str = ""
+    launcher: fanout.Launcher | None = None
 
 
 def run(request: SyncRequest, listener: Progress) -> SyncResult:
@@ -86,6 +93,15 @@ def run(request: SyncRequest, listener: Progress) -> SyncResult:
 def _run(request: SyncRequest, result: SyncResult, progress: Progress, started: float) -> bool:
     """List, plan and carry out (or describe) the plan. True when Ctrl-C stopped it."""
     location, root = request.location, request.root
+    if _fanned_out(request) and not request.dry_run:
+        record = partition.load_run(root, request.run_id) if os.path.isdir(root) else None
+        if record is not None:  # planned by an earlier attempt of this step: attach, do not plan again
+            try:
+                with dest_mod.DestLock(root):
+                    fanout.resume(request, result, record, progress)
+            finally:
+                progress.finish()
+            return False
     source = open_source(location, request.auth)
     scanner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dest-scan")
     try:
@@ -226,6 +242,9 @@ def _execute(
     except OSError as err:
         raise _dest_error(err, f"creating {root}") from err
     with dest_mod.DestLock(root):
+        if _fanned_out(request):
+            fanout.execute(request, result, plan, source, progress, _tally)
+            return False
         work = plan.of(Action.COPY, Action.COMPARE)
         progress.start(len(work), sum(i.size for i in work))
         executor = Executor(source, root, request.options, progress=progress.advance, done=progress.file_done,
@@ -253,6 +272,10 @@ def _execute(
                 mapped = _dest_error(err, "writing shard manifests")
                 raise SyncFailed(str(mapped), result, exit_code=mapped.exit_code) from err
     return False
+
+
+def _fanned_out(request: SyncRequest) -> bool:
+    return request.workers > 1 and request.launcher is not None
 
 
 def _tally(result: SyncResult, outcomes: list[Outcome]) -> None:

@@ -44,6 +44,8 @@ class SyncResult:
     throughput_mb_s: float = 0.0
     failures: list[dict[str, str]] = field(default_factory=list)
     shard_manifests: list[str] = field(default_factory=list)
+    # --workers N: one line per copy pod (its partition, pod, counts, MB/s); empty for one process.
+    workers: list[dict[str, Any]] = field(default_factory=list)
     plan: list[dict[str, Any]] = field(default_factory=list)  # dry run only
     error: str | None = None  # why the run stopped or failed (the error the caller sees)
 
