@@ -13,12 +13,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from volcano_pipelines.errors import EXIT_OK, InputError, VpipeError
 from volcano_pipelines.steps import DEFAULT_MAX_DELETE, DEFAULT_TRANSFERS, TransferProgress, display_path, quoted_path
 from volcano_pipelines.steps import sync as sync_step
 from volcano_pipelines.steps import DEFAULT_DURABILITY, DEFAULT_STREAMS, DURABILITY_MODES
+from volcano_pipelines.cli.flags import add_step_flags, flag_for, step_kwargs
 from volcano_pipelines.steps.params import params
 
 if TYPE_CHECKING:
@@ -86,6 +87,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     auth = p.add_argument_group("HDFS access")
     for name in ("user", "kerberos_principal", "kerberos_keytab", "kerberos_ccache", "hadoop_conf_dir"):
         auth.add_argument("--" + name.replace("_", "-"), help=text(name))
+    # The copy pods' inputs (--workers N): flags made from the step's signature and help.
+    add_step_flags(p, sync_step, (), skip=[*FLAGS, "progress"])
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(handler=_sync)
@@ -260,6 +263,7 @@ def _run_sync(args: argparse.Namespace, printer: _Printer) -> int:
             durability=args.durability,
             streams=args.streams,
             progress=printer,
+            **_copy_pod_kwargs(args),
         )
     except SyncInterrupted as err:
         return _fail(args, err.result, str(err), err.exit_code)
@@ -271,6 +275,11 @@ def _run_sync(args: argparse.Namespace, printer: _Printer) -> int:
     return EXIT_OK
 
 
+def _copy_pod_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The values of the flags `add_step_flags` made (the copy pods' inputs)."""
+    return {k: v for k, v in step_kwargs(args, sync_step, (), ()).items() if k not in FLAGS and k != "progress"}
+
+
 def cli_message(err: VpipeError) -> str:
     """The error as the user should read it: flags and positional names (FLAGS) instead
     of the step's keyword parameters, with the value as given."""
@@ -280,7 +289,8 @@ def cli_message(err: VpipeError) -> str:
         return err.describe(f"{FLAGS['max_delete']} {{}}", FLAGS["force_delete"])
     if isinstance(err, InputError):
         allowed = err.allowed.replace("only with delete", f"only with {FLAGS['delete']}")
-        return str(InputError(FLAGS.get(err.field, err.field), err.value, allowed))
+        flag = FLAGS.get(err.field) or flag_for(sync_step, err.field, ()) or err.field
+        return str(InputError(flag, err.value, allowed))
     return str(err)
 
 

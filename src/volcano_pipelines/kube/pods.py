@@ -120,3 +120,23 @@ def pod_spec(
     if priority_class:
         spec["priorityClassName"] = priority_class
     return spec
+
+
+def mounted_claim(pod: Mapping[str, Any], path: str) -> tuple[str, str] | None:
+    """The PersistentVolumeClaim a pod sees at `path` (absolute, normalized) and the directory
+    inside the claim that `path` is: (claim, subpath), or None when no claim is mounted above
+    it. The deepest mount wins (a claim mounted inside another's mount point)."""
+    spec = pod.get("spec") or {}
+    claims = {v.get("name"): (v.get("persistentVolumeClaim") or {}).get("claimName") for v in spec.get("volumes") or []}
+    best: tuple[int, str, str] | None = None
+    for each in spec.get("containers") or []:
+        for mount in each.get("volumeMounts") or []:
+            point = str(mount.get("mountPath", "")).rstrip("/") or "/"
+            claim = claims.get(mount.get("name"))
+            inside = path == point or path.startswith(point.rstrip("/") + "/")
+            if not claim or not inside or (best is not None and len(point) <= best[0]):
+                continue
+            below = path[len(point):].strip("/")
+            sub = "/".join(p for p in (str(mount.get("subPath") or "").strip("/"), below) if p)
+            best = (len(point), claim, sub)
+    return None if best is None else (best[1], best[2])

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+import uuid
+from collections.abc import Mapping, Sequence
+
+from typing import Any
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps.params import check_types
+from volcano_pipelines.images import RUNTIME_IMAGE
+from volcano_pipelines.steps.params import KubeContext, Kubeconfig, check_types
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.transfer import engine
 from volcano_pipelines.transfer.durability import DEFAULT_DURABILITY, MODES
@@ -90,6 +94,21 @@ def sync(
     full_scan: bool = False,
     durability: str = DEFAULT_DURABILITY,
     streams: int = DEFAULT_STREAMS,
+    workers: int = 1,
+    run_id: str | None = None,
+    dest_pvc: str | None = None,
+    dest_subpath: str | None = None,
+    namespace: str | None = None,
+    image: str | None = None,
+    queue: str = "default",
+    cpu: str = "1",
+    memory: str = "1Gi",
+    node_selector: Mapping[str, str] | None = None,
+    tolerations: Sequence[str] | None = None,
+    spread: bool = False,
+    max_retry: int = 3,
+    kubeconfig: Kubeconfig = None,
+    context: KubeContext = None,
     progress: Progress | TransferProgress | None = None,
 ) -> SyncResult:
     """Copy new and changed files from `src` into the directory `dst`.
@@ -138,6 +157,23 @@ def sync(
             file may be empty under its name)
         streams: large-file reads at once, 1 to 16: a file alone is read as up to N parallel ranges, many files N at a
             time
+        workers: copy pods: above 1, the step plans once and the files are copied by N pods of one Volcano Job, each
+            mounting the destination's volume, each with its share of the bytes (docs/sync.md)
+        run_id: with workers above 1, the run's identity: the same step run again with it attaches to the copy job or
+            resumes the run's plan (default $VPIPE_RUN_ID, else a new one)
+        dest_pvc: with workers above 1, the PersistentVolumeClaim holding DST (default: the one this step's pod mounts
+            at DST)
+        dest_subpath: with dest_pvc, the directory inside the claim that DST is (default: the claim's root)
+        namespace: with workers above 1, the namespace of the copy job (default: the context's, the pod's own in a cluster)
+        image: with workers above 1, the copy pods' image (default: the project's runtime image of this version)
+        queue: with workers above 1, the Volcano queue of the copy job
+        cpu: with workers above 1, each copy pod's CPU request
+        memory: with workers above 1, each copy pod's memory request and limit
+        node_selector: with workers above 1, node labels the copy pods must match
+        tolerations: with workers above 1, taints the copy pods tolerate, kubectl form KEY[=VALUE]:EFFECT
+        spread: with workers above 1, prefer one copy pod per node (pod anti-affinity)
+        max_retry: with workers above 1, runs of the copy job in all before it fails (a killed or evicted pod restarts
+            it; files already in place are not copied again)
     """
     check_types(sync, locals())
     location = parse_source(src)
@@ -157,6 +193,7 @@ def sync(
         raise InputError("durability", durability, f"one of {', '.join(MODES)}")
     if not 1 <= streams <= MAX_STREAMS:
         raise InputError("streams", streams, f"an integer from 1 (one stream per file) to {MAX_STREAMS}")
+    _check_workers(locals(), location.scheme)
     if not delete and force_delete:  # silently ignored before: the user meant something by it
         raise InputError("force_delete", force_delete, "only with delete")
     if not delete and max_delete != DEFAULT_MAX_DELETE:
@@ -177,6 +214,7 @@ def sync(
         if _contains(root, location.path):
             raise InputError("dst", dst, f"a directory that does not contain the source {shown} (compared resolved, symlinks followed)")
 
+    fanout = _fanout(locals(), location.scheme) if workers > 1 else {}
     progress = progress if isinstance(progress, TransferProgress) else _Forward(progress or Progress())
     request = engine.SyncRequest(
         src=src,
@@ -194,8 +232,70 @@ def sync(
         dry_run=dry_run,
         shards=shards,
         full_scan=full_scan,
+        workers=workers,
+        **fanout,
     )
     return engine.run(request, progress)
+
+
+MAX_WORKERS = 1000  # a task has at most 1000 replicas (volcano/validate.py)
+# The inputs that only the copy pods use, and their defaults: given with workers=1, a mistake.
+_POD_INPUTS = {"dest_pvc": None, "dest_subpath": None, "spread": False}
+
+
+def _check_workers(args: Mapping[str, Any], scheme: str) -> None:
+    workers = args["workers"]
+    if not 1 <= workers <= MAX_WORKERS:
+        raise InputError("workers", workers, f"an integer from 1 (this process copies) to {MAX_WORKERS} (copy pods)")
+    if workers == 1:
+        for name, default in _POD_INPUTS.items():
+            if args[name] != default:
+                raise InputError(name, args[name], "only with workers above 1 (copy pods)")
+        return
+    if scheme == "file":
+        raise InputError("workers", workers, "1 for a local source (copy pods cannot read this machine's files): "
+                                             "more with hdfs://, webhdfs:// or another network URL")
+    for name in ("kerberos_principal", "kerberos_keytab", "kerberos_ccache", "hadoop_conf_dir"):
+        if args[name]:
+            # Files of this pod: the copy pods would need them as Secrets / ConfigMaps (not built yet).
+            raise InputError(name, args[name], "not with workers above 1 yet (the copy pods have no way to get it): "
+                                               "simple auth (user) or workers=1")
+    if args["dest_subpath"] and not args["dest_pvc"]:
+        raise InputError("dest_subpath", args["dest_subpath"], "only with dest_pvc")
+
+
+def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
+    """The request's fields for a sync over copy pods: every input checked first, then the
+    destination's claim found (the step's own pod may be asked)."""
+    from volcano_pipelines.kube.validate import check_dns_label, check_image, check_labels, check_quantity, parse_tolerations
+    from volcano_pipelines.transfer.partition import check_run_id
+    from volcano_pipelines.volcano.copyjob import copy_job_name
+
+    run_id = args["run_id"] or os.environ.get("VPIPE_RUN_ID") or uuid.uuid4().hex[:16]
+    bad = check_run_id(run_id)
+    if bad:
+        raise InputError("run_id", run_id, bad)
+    if args["namespace"] is not None:
+        check_dns_label("namespace", args["namespace"])
+    check_image("image", args["image"])
+    check_quantity("cpu", args["cpu"])
+    check_quantity("memory", args["memory"])
+    check_labels("node_selector", args["node_selector"] or {})
+    tolerations = parse_tolerations("tolerations", args["tolerations"] or [])
+    if not 1 <= args["max_retry"] <= 100:
+        raise InputError("max_retry", args["max_retry"], "an integer from 1 to 100")
+    if args["dry_run"]:
+        return {"run_id": run_id, "job_name": copy_job_name(run_id)}
+    from volcano_pipelines.steps._sync_workers import CopyPods, destination_claim, launcher
+
+    claim, subpath = destination_claim(args["dst"], args["dest_pvc"], args["dest_subpath"], args["kubeconfig"],
+                                       args["context"])
+    pods = CopyPods(namespace=args["namespace"], claim=claim, subpath=subpath, image=args["image"] or RUNTIME_IMAGE,
+                    queue=args["queue"], cpu=args["cpu"], memory=args["memory"],
+                    node_selector=dict(args["node_selector"] or {}), tolerations=tuple(tolerations),
+                    spread=args["spread"], max_retry=args["max_retry"], kubeconfig=args["kubeconfig"],
+                    context=args["context"])
+    return {"run_id": run_id, "job_name": copy_job_name(run_id), "launcher": launcher(pods)}
 
 
 def _contains(outer: str, inner: str) -> bool:

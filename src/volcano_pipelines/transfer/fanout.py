@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from volcano_pipelines.errors import ClusterError, VpipeError, WorkFailed
 from volcano_pipelines.transfer import dest as dest_mod
@@ -27,7 +27,11 @@ from volcano_pipelines.transfer.plan import IN_THE_WAY, Action, Plan, PlanItem, 
 from volcano_pipelines.transfer.progress import Progress
 from volcano_pipelines.transfer.result import SyncFailed, SyncResult
 from volcano_pipelines.transfer.shards import write_shards
+from volcano_pipelines.transfer.plan import Entry
 from volcano_pipelines.transfer.sources import Source
+
+if TYPE_CHECKING:
+    from volcano_pipelines.transfer.engine import SyncRequest
 
 __all__ = ["Launcher", "execute", "resume"]
 log = logging.getLogger(__name__)
@@ -40,7 +44,7 @@ POLL_SECONDS = 2.0
 MAX_LISTED_FAILURES = 100
 
 
-def execute(request: Any, result: SyncResult, plan: Plan, source: Source, progress: Progress,
+def execute(request: SyncRequest, result: SyncResult, plan: Plan, source: Source, progress: Progress,
             tally: Callable[[SyncResult, list[Outcome]], None]) -> None:
     """Carry out `plan` over `request.workers` pods (the engine holds the destination lock)."""
     root = request.root
@@ -76,7 +80,7 @@ def execute(request: Any, result: SyncResult, plan: Plan, source: Source, progre
     _finish(request, result, record, progress)
 
 
-def resume(request: Any, result: SyncResult, record: partition.RunRecord, progress: Progress) -> None:
+def resume(request: SyncRequest, result: SyncResult, record: partition.RunRecord, progress: Progress) -> None:
     """Finish a run an earlier attempt of the step planned: attach to its copy job (or run it
     again: the pods skip what is already in place), then finish as `execute` does."""
     progress.planned(f"resuming run {record.run_id}: {record.parts} partition(s) planned before, job {record.job}")
@@ -93,7 +97,7 @@ def _merge_before(result: SyncResult, counted: SyncResult) -> None:
     result.failures.extend(counted.failures)
 
 
-def _finish(request: Any, result: SyncResult, record: partition.RunRecord, progress: Progress) -> None:
+def _finish(request: SyncRequest, result: SyncResult, record: partition.RunRecord, progress: Progress) -> None:
     root = request.root
     before = record.before
     result.skipped += before.get("skipped", 0)
@@ -140,7 +144,7 @@ def _finish(request: Any, result: SyncResult, record: partition.RunRecord, progr
     del result.failures[MAX_LISTED_FAILURES:]
 
 
-def _run_job(request: Any, record: partition.RunRecord, progress: Progress) -> str | None:
+def _run_job(request: SyncRequest, record: partition.RunRecord, progress: Progress) -> str | None:
     """The launcher, with the pods' counters summed into `progress` while it waits."""
     total_files = total_bytes = 0
     for k in range(record.parts):
@@ -152,6 +156,7 @@ def _run_job(request: Any, record: partition.RunRecord, progress: Progress) -> s
     poller = threading.Thread(target=_poll, args=(request.root, record, progress, stop), name="sync-pods",
                               daemon=True)
     poller.start()
+    assert request.launcher is not None
     try:
         return request.launcher(record)
     except VpipeError as err:
@@ -232,13 +237,15 @@ def _remove_leftovers(root: str) -> int:
 class _NoSource:
     """The deletions read nothing from the source."""
 
-    def list(self) -> Any:
+    description = "no source (deletions only)"
+
+    def list(self) -> tuple[list[Entry], list[tuple[str, str]]]:
         raise AssertionError("not listed")
 
-    def stat(self, rel: str) -> Any:
+    def stat(self, rel: str) -> Entry:
         raise AssertionError("not read")
 
-    def open(self, rel: str) -> Any:
+    def open(self, rel: str) -> BinaryIO:
         raise AssertionError("not read")
 
     def close(self) -> None:

@@ -1,0 +1,90 @@
+"""The sync step's copy pods (`workers` > 1, docs/sync.md): where the destination's volume is
+(the claim named, or the one the step's own pod mounts at the destination), and the launcher
+that runs a run's partitions as one Volcano Job (volcano/copyjob.py) through the same wait loop
+as training: create or attach by run id, follow to the end, restart on eviction within
+max_retry, keep the job when the step's own pod is lost (the retried step attaches)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from volcano_pipelines.errors import InputError
+from volcano_pipelines.images import RUNTIME_IMAGE
+from volcano_pipelines.kube.pods import mounted_claim
+from volcano_pipelines.labels import POD_NAME_ENV
+from volcano_pipelines.progress import LineProgress
+from volcano_pipelines.transfer.partition import RunRecord
+from volcano_pipelines.volcano.copyjob import CopyJobSpec, build_copy_job
+from volcano_pipelines.volcano.spec import JobOptions, Resources, Role
+
+__all__ = ["CopyPods", "destination_claim", "launcher"]
+
+
+@dataclass(frozen=True)
+class CopyPods:
+    """What the copy pods are given besides their partitions: the sync step's own inputs."""
+
+    namespace: str | None
+    claim: str
+    subpath: str | None
+    image: str = RUNTIME_IMAGE
+    queue: str = "default"
+    cpu: str = "1"
+    memory: str = "1Gi"
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[dict[str, Any], ...] = ()
+    spread: bool = False
+    max_retry: int = 3
+    kubeconfig: str | None = None
+    context: str | None = None
+
+
+def destination_claim(dst: str, claim: str | None, subpath: str | None, kubeconfig: str | None,
+                      context: str | None) -> tuple[str, str | None]:
+    """(claim, subpath) of the destination: as given, else read from the step's own pod
+    ($VPIPE_POD_NAME: the KFP and Argo step pods) - the claim it mounts at or above `dst`."""
+    if claim:
+        return claim, subpath
+    pod_name = os.environ.get(POD_NAME_ENV)
+    if not pod_name:
+        raise InputError("dest_pvc", claim, "the PersistentVolumeClaim mounted at DST, for the copy pods (with workers > 1 "
+                                            f"outside a step pod, where ${POD_NAME_ENV} names the pod that mounts it)")
+    from volcano_pipelines.k8s.client import connect
+
+    cluster = connect(kubeconfig, context)
+    pod = cluster.call(f"reading this step's pod {pod_name}",
+                       lambda: cluster.core.read_namespaced_pod(pod_name, cluster.namespace))
+    found = mounted_claim(cluster.api.sanitize_for_serialization(pod), os.path.normpath(os.path.abspath(dst)))
+    if found is None:
+        raise InputError("dest_pvc", claim, f"the PersistentVolumeClaim mounted at DST ({dst} is on no claim this pod "
+                                            f"{pod_name} mounts)")
+    return found[0], found[1] or None
+
+
+def launcher(pods: CopyPods) -> Any:
+    """The launcher transfer/fanout.py calls with a run's record."""
+
+    def launch(record: RunRecord) -> str | None:
+        from volcano_pipelines.backends.cluster import ClusterBackend
+        from volcano_pipelines.k8s.client import connect
+        from volcano_pipelines.steps._follow import FollowPolicy
+        from volcano_pipelines.steps._waiting import WaitPolicy, run
+
+        backend = ClusterBackend(connect(pods.kubeconfig, pods.context))
+        job = JobOptions(record.job, namespace=pods.namespace or backend.cluster.namespace, image=pods.image,
+                         queue=pods.queue, max_retry=pods.max_retry, run_id=record.run_id, pod_security="restricted")
+        role = Role(resources=Resources(cpu=pods.cpu, memory=pods.memory), node_selector=dict(pods.node_selector),
+                    tolerations=pods.tolerations)
+        manifest = build_copy_job(CopyJobSpec(job, workers=record.parts, claim=pods.claim, subpath=pods.subpath,
+                                              role=role, spread=pods.spread))
+        policy = WaitPolicy(on_cancel="delete", on_pod_deleted="keep", follow=FollowPolicy.every(0))
+        result = run(backend, manifest, policy, LineProgress(sys.stderr))
+        if result.succeeded:
+            return None
+        return result.message or f"job {record.job} ended {result.phase}"
+
+    return launch

@@ -1,0 +1,54 @@
+"""The sync step's copy-pod inputs (`workers` > 1): every bad value is refused before anything
+is listed, created or written, naming the flag and what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from volcano_pipelines.cli import main
+from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps import sync
+
+SRC = "webhdfs://127.0.0.1:9/data"  # never reached: every case fails before
+
+
+@pytest.mark.parametrize(("kwargs", "field", "allowed"), [
+    ({"workers": 0}, "workers", "from 1"),
+    ({"workers": 1001}, "workers", "to 1000"),
+    ({"dest_pvc": "data"}, "dest_pvc", "only with workers above 1"),
+    ({"spread": True}, "spread", "only with workers above 1"),
+    ({"workers": 2, "kerberos_principal": "me@R"}, "kerberos_principal", "not with workers above 1 yet"),
+    ({"workers": 2, "dest_subpath": "a"}, "dest_subpath", "only with dest_pvc"),
+    ({"workers": 2, "dest_pvc": "d", "run_id": "../x"}, "run_id", "letters, digits"),
+    ({"workers": 2, "dest_pvc": "d", "cpu": "lots"}, "cpu", ""),
+    ({"workers": 2, "dest_pvc": "d", "tolerations": ["nope"]}, "tolerations", "KEY[=VALUE]:EFFECT"),
+    ({"workers": 2, "dest_pvc": "d", "max_retry": 0}, "max_retry", "from 1 to 100"),
+    ({"workers": 2}, "dest_pvc", "PersistentVolumeClaim mounted at DST"),
+])
+def test_bad_copy_pod_inputs_are_refused_before_anything_happens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 kwargs: dict[str, Any], field: str, allowed: str) -> None:
+    monkeypatch.delenv("VPIPE_POD_NAME", raising=False)
+    dst = tmp_path / "dst"
+    with pytest.raises(InputError) as info:
+        sync(SRC, str(dst), **kwargs)
+    assert info.value.field == field and allowed in info.value.allowed
+    assert not dst.exists()
+
+
+def test_a_local_source_cannot_go_to_copy_pods(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    with pytest.raises(InputError) as info:
+        sync(str(tmp_path / "src"), str(tmp_path / "dst"), workers=2, dest_pvc="d")
+    assert info.value.field == "workers" and "local source" in info.value.allowed
+
+
+def test_the_cli_names_the_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("VPIPE_POD_NAME", raising=False)
+    assert main(["sync", SRC, str(tmp_path / "d"), "--workers", "3"]) == 2
+    assert "--dest-pvc" in capsys.readouterr().err
+    assert main(["sync", SRC, str(tmp_path / "d"), "--workers", "3", "--dest-pvc", "x", "--toleration", "bad"]) == 2
+    assert "--toleration" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
