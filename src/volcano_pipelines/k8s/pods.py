@@ -64,6 +64,13 @@ def _listed_pod(cluster: Cluster, namespace: str, name: str) -> Any | None:
     return pods.items[0] if pods.items else None
 
 
+def pod_object(cluster: Cluster, namespace: str, name: str) -> Obj | None:
+    """Pod `name` as a dict (read with `list`, as `_listed_pod`); None when there is none.
+    Raises what the call raises."""
+    pod = _listed_pod(cluster, namespace, name)
+    return None if pod is None else cluster.to_dict(pod)
+
+
 def pod_being_deleted(cluster: Cluster, namespace: str, name: str) -> bool:
     """Whether pod `name` is being deleted (deletionTimestamp set). False when it cannot be
     read: the caller then does what it does for any cancel."""

@@ -54,11 +54,11 @@ def destination_claim(dst: str, claim: str | None, subpath: str | None, kubeconf
         raise InputError("dest_pvc", claim, "the PersistentVolumeClaim mounted at DST, for the copy pods (with workers > 1 "
                                             f"outside a step pod, where ${POD_NAME_ENV} names the pod that mounts it)")
     from volcano_pipelines.k8s.client import connect
+    from volcano_pipelines.k8s.pods import pod_object
 
     cluster = connect(kubeconfig, context)
-    pod = cluster.call(f"reading this step's pod {pod_name}",
-                       lambda: cluster.core.read_namespaced_pod(pod_name, cluster.namespace))
-    found = mounted_claim(cluster.api.sanitize_for_serialization(pod), os.path.normpath(os.path.abspath(dst)))
+    pod = pod_object(cluster, cluster.namespace, pod_name)
+    found = None if pod is None else mounted_claim(pod, os.path.normpath(os.path.abspath(dst)))
     if found is None:
         raise InputError("dest_pvc", claim, f"the PersistentVolumeClaim mounted at DST ({dst} is on no claim this pod "
                                             f"{pod_name} mounts)")

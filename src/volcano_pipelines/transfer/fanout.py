@@ -108,7 +108,13 @@ def _finish(request: SyncRequest, result: SyncResult, record: partition.RunRecor
     result.failures.extend(record.failures_before)
     failed_paths: set[str] = set()
     if record.parts:
-        why = _run_job(request, record, progress)
+        try:
+            why = _run_job(request, record, progress)
+        except VpipeError as err:
+            # Stopped while the job may still run (cancelled, this step's pod lost, the cluster gone):
+            # its pods may be writing, so nothing is cleaned up; the same step run again attaches.
+            raise SyncFailed(f"{err} (the run's plan is kept: the same step with run id {record.run_id} resumes it)",
+                             result, exit_code=err.exit_code) from err
         results = [partition.load_result(root, record.run_id, k) for k in range(record.parts)]
         for part in results:
             if part is not None:
@@ -159,8 +165,6 @@ def _run_job(request: SyncRequest, record: partition.RunRecord, progress: Progre
     assert request.launcher is not None
     try:
         return request.launcher(record)
-    except VpipeError as err:
-        return f"{type(err).__name__}: {err}" if not str(err) else str(err)
     finally:
         stop.set()
         poller.join()

@@ -195,3 +195,21 @@ def test_run_ids_that_cannot_name_a_directory_are_refused() -> None:
     assert partition.check_run_id("0f9c2c1e-8a7b-4c1d-9e2f-1a2b3c4d5e6f") is None
     for bad in ("", "..", ".hidden", "a/b", "x" * 129, "sp ace"):
         assert partition.check_run_id(bad) is not None
+
+
+def test_a_step_stopped_while_its_pods_run_cleans_nothing_and_keeps_the_run(tmp_path: Path) -> None:
+    from volcano_pipelines.errors import ClusterError
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write_tree(src, tree(3))
+
+    def launch(record: partition.RunRecord) -> str | None:
+        # A pod still writing when this step's own pod is deleted (the job is kept).
+        (dst / "d0" / temp_name("f00.bin", "00112233aabbccdd")).write_bytes(b"in flight")
+        raise ClusterError("this step's pod was deleted; job kept")
+
+    with pytest.raises(SyncFailed, match="pod was deleted.*resumes it") as info:
+        engine.run(request(src, dst, launcher=launch), Progress())
+    assert info.value.exit_code == ClusterError.exit_code
+    assert len(temp_files(dst)) == 1  # not removed from under a pod that may still write it
+    assert os.path.exists(os.path.join(partition.run_dir(str(dst), RUN), "run.json"))

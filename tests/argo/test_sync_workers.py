@@ -1,0 +1,95 @@
+"""`sync --workers 3` through the shipped `vpipe-sync` WorkflowTemplate under Argo's real
+controller, every pod on the real node: the step pod lists HDFS (WebHDFS, `hdfs_for_pods`) and
+the destination, plans once and writes three partitions under `<dst>/.vpipe/runs/<run-id>/`,
+finds the destination's claim from its own pod, and starts one Volcano Job of three copy pods
+(the runtime image, PodSecurity `restricted`) that mount that claim. Then both faults at once:
+the step's own pod is deleted once the copy job exists (the step keeps the job; Argo's retry
+starts the step again, which finds the run's plan and attaches to the same job), and one copy
+pod is evicted as soon as it runs (Volcano restarts the job). The run converges: the
+destination equals the source, every file is in exactly one shard manifest, nothing temporary
+is left, and the step's report names the three pods."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.argo import support
+from tests.argo.test_faults import jobs, step_pods, submit_from_template
+from tests.argo.test_workflows import _why, pod_outputs, wait_finished, workflow
+from tests.helpers.evict import Evictor
+from tests.integration.waiting import wait_for
+from tests.node.test_training import _host_path_pvc, toleration
+from tests.storage.fixtures import POD_HDFS_NAME
+from tests.storage.trees import put_tree, read_tree, temp_files
+from volcano_pipelines.transfer.partition import run_dir
+from volcano_pipelines.volcano.copyjob import copy_job_name
+
+pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers, pytest.mark.hdfs,
+              pytest.mark.gluster, pytest.mark.timeout(900)]
+
+
+def dataset() -> dict[str, bytes]:
+    """Large files (each pod's share takes a while) and small ones in a few directories."""
+    files = {f"big/part-{i}.bin": os.urandom(12 << 20) for i in range(4)}
+    files.update({f"small/{i % 4}/f{i:03d}.txt": os.urandom(1000 + i) for i in range(40)})
+    return files
+
+
+def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_without_loss(
+        cluster: Any, namespace: str, real_node: Any, argo: Any, hdfs_for_pods: Any, gluster: Any) -> None:
+    api = cluster.api_client()
+    core = client.CoreV1Api(api)
+    objects = support.base_objects(namespace)
+    support.apply_objects(api, namespace, objects)
+    support.apply_objects(api, namespace, support.load("pipelines/argo/sync.yaml"))
+    support.external_name(api, namespace, POD_HDFS_NAME, real_node.gateway_ip, hdfs_for_pods.http_port)
+    files = dataset()
+    put_tree(hdfs_for_pods.client(), f"/datasets/{namespace}", files)
+    volume = gluster.fresh_dir(f"{namespace}-workers")
+    volume.chmod(0o777)  # the images' uid 1000 writes (a hostPath PV has no fsGroup)
+    _host_path_pvc(core, namespace, "data", volume, real_node.name)
+    evictor: Evictor | None = None
+    try:
+        name = submit_from_template(api, namespace, real_node, "vpipe-sync", "sync-workers-", {
+            "src": f"webhdfs://{POD_HDFS_NAME}:{hdfs_for_pods.http_port}/datasets/{namespace}",
+            "dst": "/data/ds", "data-pvc": "data", "workers": "3", "shards": "3",
+            "node-selector": f"{real_node.label}={real_node.label_value}", "tolerations": toleration(real_node),
+            "cpu": "100m", "memory": "512Mi"})
+        run_id = workflow(api, namespace, name)["metadata"]["uid"]
+        job = copy_job_name(run_id)
+        # Evicted the moment it runs: the partition is retried by Volcano's restart of the job.
+        evictor = Evictor(cluster, namespace, f"{job}-copy-1", grace=0, after=0.0)
+        first = wait_for(f"the copy job {job}", lambda: jobs(api, namespace).get(job), timeout=240)
+        [step] = [p.metadata.name for p in step_pods(core, namespace, name) if p.status.phase == "Running"]
+        core.delete_namespaced_pod(step, namespace)  # SIGTERM: the step keeps the job and exits
+        finished = wait_finished(api, namespace, name, timeout=600)
+        evictor.stop()
+        assert finished["status"]["phase"] == "Succeeded", _why(finished)
+        copied = jobs(api, namespace)[job]
+        assert evictor.evicted, "copy pod 1 was never seen running"
+        assert copied["status"]["state"]["phase"] == "Completed"
+        assert copied["status"].get("retryCount", 0) >= 1, copied["status"]
+        assert copied["metadata"]["uid"] == first["metadata"]["uid"]  # attached to, not made again
+        sync_pods = [n for n in finished["status"]["nodes"].values() if n.get("type") == "Pod"]
+        assert len(sync_pods) == 2, [(n["name"], n["phase"], n.get("message")) for n in sync_pods]
+    finally:
+        if evictor is not None:
+            evictor.stop()
+        support.delete_cluster_scoped(api, objects)
+        core.delete_persistent_volume(f"{namespace}-data"[:63])
+    dest = volume / "ds"
+    assert read_tree(dest) == files
+    assert temp_files(dest) == []
+    assert not Path(run_dir(str(dest), run_id)).exists()
+    result = json.loads(pod_outputs(finished)["result"])
+    assert result["copied"] + result["skipped"] == len(files) and result["failed"] == 0, result
+    assert sorted(w["part"] for w in result["workers"]) == [0, 1, 2] and all(w["finished"] for w in result["workers"])
+    assert {w["pod"] for w in result["workers"]} == {f"{job}-copy-{k}" for k in range(3)}
+    listed = [line for manifest in result["shard_manifests"] for line in (dest / manifest).read_text().split()]
+    assert sorted(listed) == sorted(files)
