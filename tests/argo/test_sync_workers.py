@@ -91,5 +91,7 @@ def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_w
     assert result["copied"] + result["skipped"] == len(files) and result["failed"] == 0, result
     assert sorted(w["part"] for w in result["workers"]) == [0, 1, 2] and all(w["finished"] for w in result["workers"])
     assert {w["pod"] for w in result["workers"]} == {f"{job}-copy-{k}" for k in range(3)}
-    listed = [line for manifest in result["shard_manifests"] for line in (dest / manifest).read_text().split()]
+    # The manifests' paths as the step pod saw them (DST is /data/ds there).
+    manifests = [dest / os.path.relpath(m, "/data/ds") for m in result["shard_manifests"]]
+    listed = [line for manifest in manifests for line in manifest.read_text().split()]
     assert sorted(listed) == sorted(files)

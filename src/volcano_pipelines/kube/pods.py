@@ -122,13 +122,14 @@ def pod_spec(
     return spec
 
 
-def mounted_claim(pod: Mapping[str, Any], path: str) -> tuple[str, str] | None:
-    """The PersistentVolumeClaim a pod sees at `path` (absolute, normalized) and the directory
-    inside the claim that `path` is: (claim, subpath), or None when no claim is mounted above
-    it. The deepest mount wins (a claim mounted inside another's mount point)."""
+def mounted_claim(pod: Mapping[str, Any], path: str) -> tuple[str, str, str] | None:
+    """The PersistentVolumeClaim a pod sees at `path` (absolute, normalized), the directory
+    inside the claim that `path` is, and the image of the container that mounts it: (claim,
+    subpath, image), or None when no claim is mounted above it. The deepest mount wins (a claim
+    mounted inside another's mount point)."""
     spec = pod.get("spec") or {}
     claims = {v.get("name"): (v.get("persistentVolumeClaim") or {}).get("claimName") for v in spec.get("volumes") or []}
-    best: tuple[int, str, str] | None = None
+    best: tuple[int, str, str, str] | None = None
     for each in spec.get("containers") or []:
         for mount in each.get("volumeMounts") or []:
             point = str(mount.get("mountPath", "")).rstrip("/") or "/"
@@ -138,5 +139,5 @@ def mounted_claim(pod: Mapping[str, Any], path: str) -> tuple[str, str] | None:
                 continue
             below = path[len(point):].strip("/")
             sub = "/".join(p for p in (str(mount.get("subPath") or "").strip("/"), below) if p)
-            best = (len(point), claim, sub)
-    return None if best is None else (best[1], best[2])
+            best = (len(point), claim, sub, str(each.get("image", "")))
+    return None if best is None else (best[1], best[2], best[3])

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.images import RUNTIME_IMAGE
 from volcano_pipelines.steps.params import KubeContext, Kubeconfig, check_types
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.transfer import engine
@@ -165,7 +164,8 @@ def sync(
             at DST)
         dest_subpath: with dest_pvc, the directory inside the claim that DST is (default: the claim's root)
         namespace: with workers above 1, the namespace of the copy job (default: the context's, the pod's own in a cluster)
-        image: with workers above 1, the copy pods' image (default: the project's runtime image of this version)
+        image: with workers above 1, the copy pods' image (default: this step pod's own, else the project's runtime
+            image of this version)
         queue: with workers above 1, the Volcano queue of the copy job
         cpu: with workers above 1, each copy pod's CPU request
         memory: with workers above 1, each copy pod's memory request and limit
@@ -288,9 +288,9 @@ def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
         return {"run_id": run_id, "job_name": copy_job_name(run_id)}
     from volcano_pipelines.steps._sync_workers import CopyPods, destination_claim, launcher
 
-    claim, subpath = destination_claim(args["dst"], args["dest_pvc"], args["dest_subpath"], args["kubeconfig"],
-                                       args["context"])
-    pods = CopyPods(namespace=args["namespace"], claim=claim, subpath=subpath, image=args["image"] or RUNTIME_IMAGE,
+    claim, subpath, image = destination_claim(args["dst"], args["dest_pvc"], args["dest_subpath"], args["image"],
+                                              args["kubeconfig"], args["context"])
+    pods = CopyPods(namespace=args["namespace"], claim=claim, subpath=subpath, image=image,
                     queue=args["queue"], cpu=args["cpu"], memory=args["memory"],
                     node_selector=dict(args["node_selector"] or {}), tolerations=tuple(tolerations),
                     spread=args["spread"], max_retry=args["max_retry"], kubeconfig=args["kubeconfig"],

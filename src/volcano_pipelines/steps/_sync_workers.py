@@ -31,7 +31,7 @@ class CopyPods:
     namespace: str | None
     claim: str
     subpath: str | None
-    image: str = RUNTIME_IMAGE
+    image: str = RUNTIME_IMAGE  # default: the step pod's own (destination_claim)
     queue: str = "default"
     cpu: str = "1"
     memory: str = "1Gi"
@@ -43,13 +43,15 @@ class CopyPods:
     context: str | None = None
 
 
-def destination_claim(dst: str, claim: str | None, subpath: str | None, kubeconfig: str | None,
-                      context: str | None) -> tuple[str, str | None]:
-    """(claim, subpath) of the destination: as given, else read from the step's own pod
-    ($VPIPE_POD_NAME: the KFP and Argo step pods) - the claim it mounts at or above `dst`."""
-    if claim:
-        return claim, subpath
+def destination_claim(dst: str, claim: str | None, subpath: str | None, image: str | None,
+                      kubeconfig: str | None, context: str | None) -> tuple[str, str | None, str]:
+    """(claim, subpath, image) of the copy pods: as given, else read from the step's own pod
+    ($VPIPE_POD_NAME: the KFP and Argo step pods): the claim it mounts at or above `dst`, and the
+    image of the container that mounts it (a runtime image named at compile time reaches the
+    copy pods too); else the runtime image of this version."""
     pod_name = os.environ.get(POD_NAME_ENV)
+    if claim and (image or not pod_name):
+        return claim, subpath, image or RUNTIME_IMAGE
     if not pod_name:
         raise InputError("dest_pvc", claim, "the PersistentVolumeClaim mounted at DST, for the copy pods (with workers > 1 "
                                             f"outside a step pod, where ${POD_NAME_ENV} names the pod that mounts it)")
@@ -59,10 +61,12 @@ def destination_claim(dst: str, claim: str | None, subpath: str | None, kubeconf
     cluster = connect(kubeconfig, context)
     pod = pod_object(cluster, cluster.namespace, pod_name)
     found = None if pod is None else mounted_claim(pod, os.path.normpath(os.path.abspath(dst)))
+    if claim:
+        return claim, subpath, image or (found[2] if found else RUNTIME_IMAGE)
     if found is None:
         raise InputError("dest_pvc", claim, f"the PersistentVolumeClaim mounted at DST ({dst} is on no claim this pod "
                                             f"{pod_name} mounts)")
-    return found[0], found[1] or None
+    return found[0], found[1] or None, image or found[2]
 
 
 def launcher(pods: CopyPods) -> Any:

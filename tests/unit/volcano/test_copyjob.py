@@ -61,16 +61,16 @@ def pod(*mounts: tuple[str, str, str | None]) -> dict[str, Any]:
         "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "vpipe-data"}},
                     {"name": "inner", "persistentVolumeClaim": {"claimName": "other"}},
                     {"name": "scratch", "emptyDir": {}}],
-        "containers": [{"name": "wait"}, {"name": "main", "volumeMounts": [
+        "containers": [{"name": "wait", "image": "argoexec"}, {"name": "main", "image": "rt:2", "volumeMounts": [
             {"name": name, "mountPath": path, **({"subPath": sub} if sub else {})} for name, path, sub in mounts]}],
     }}
 
 
 def test_the_claim_a_step_pod_mounts_at_or_above_the_destination() -> None:
-    assert mounted_claim(pod(("data", "/data", None)), "/data/mnist") == ("vpipe-data", "mnist")
-    assert mounted_claim(pod(("data", "/data", None)), "/data") == ("vpipe-data", "")
-    assert mounted_claim(pod(("data", "/data/", "teams/a")), "/data/mnist/v2") == ("vpipe-data", "teams/a/mnist/v2")
+    assert mounted_claim(pod(("data", "/data", None)), "/data/mnist") == ("vpipe-data", "mnist", "rt:2")
+    assert mounted_claim(pod(("data", "/data", None)), "/data") == ("vpipe-data", "", "rt:2")
+    assert mounted_claim(pod(("data", "/data/", "teams/a")), "/data/mnist/v2") == ("vpipe-data", "teams/a/mnist/v2", "rt:2")
     # The deepest mount wins; a mount that is no claim, or a sibling path, is not it.
-    assert mounted_claim(pod(("data", "/data", None), ("inner", "/data/in", None)), "/data/in/x") == ("other", "x")
+    assert mounted_claim(pod(("data", "/data", None), ("inner", "/data/in", None)), "/data/in/x") == ("other", "x", "rt:2")
     assert mounted_claim(pod(("scratch", "/data", None)), "/data/x") is None
     assert mounted_claim(pod(("data", "/data", None)), "/database/x") is None
