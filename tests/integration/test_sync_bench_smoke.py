@@ -47,3 +47,21 @@ def test_the_benchmark_runs_every_row_at_a_tiny_size(tmp_path: Path) -> None:
     # The GlusterFS processes were found: their CPU (third column from the right) is measured.
     gl_cpu = {tuple(line.split()[:2]): line.split()[-3] for line in table.splitlines() if line[:1] in ("a", "b")}
     assert float(gl_cpu[("a", "vpipe-file")]) > 0 and float(gl_cpu[("b", "rclone-t4")]) > 0, table
+
+
+def test_the_workers_benchmark_runs_every_row_at_a_tiny_size() -> None:
+    """benchmarks/sync_workers_bench.py --smoke: the coordinator's plan cost line and a checked
+    copy with 1, 2 and 3 copy processes (each what a copy pod runs) beside rclone."""
+    reason = gluster_unavailable_reason()
+    if reason:
+        unavailable(reason)
+    ensure_minidfs_built()
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sync_workers_bench.py"), "--smoke"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "files: plan" in proc.stdout and "a pod's start" in proc.stdout
+    table = proc.stdout.split("vs rclone", 1)[1]
+    rows = {line.split()[0]: line.split() for line in table.splitlines() if line.startswith(("vpipe", "rclone"))}
+    assert {"vpipe-1", "vpipe-2", "vpipe-3"} <= set(rows), proc.stdout
+    # The copy processes reported their own throughput (the per-process column is a number).
+    assert float(rows["vpipe-2"][6]) > 0 and float(rows["vpipe-3"][6]) > 0, proc.stdout
