@@ -88,7 +88,7 @@ def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_w
     assert temp_files(dest) == []
     assert not Path(run_dir(str(dest), run_id)).exists()
     result = json.loads(pod_outputs(finished)["result"])
-    assert result["copied"] + result["skipped"] == len(files) and result["failed"] == 0, result
+    assert result["copied"] == len(files) and result["skipped"] == 0 and result["failed"] == 0, result
     assert sorted(w["part"] for w in result["workers"]) == [0, 1, 2] and all(w["finished"] for w in result["workers"])
     assert {w["pod"] for w in result["workers"]} == {f"{job}-copy-{k}" for k in range(3)}
     # The manifests' paths as the step pod saw them (DST is /data/ds there).

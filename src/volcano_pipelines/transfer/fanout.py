@@ -189,7 +189,8 @@ def _sum_progress(root: str, record: partition.RunRecord, progress: Progress) ->
 
 
 def _merge_part(result: SyncResult, part: partition.PartResult, failed_paths: set[str]) -> None:
-    result.copied += part.copied
+    result.copied += part.copied + part.copied_before  # an earlier attempt's copies are the run's too
+    result.bytes_copied += part.bytes_before
     result.skipped += part.skipped
     result.failed += part.failed
     result.retried += part.retried
@@ -204,7 +205,7 @@ def _worker_line(index: int, part: partition.PartResult | None) -> dict[str, Any
     if part is None:
         return {"part": index, "pod": None, "finished": False}
     return {"part": index, "pod": part.pod, "finished": part.fatal is None, "copied": part.copied,
-            "skipped": part.skipped, "failed": part.failed, "bytes_copied": part.bytes_copied,
+            "copied_before": part.copied_before, "skipped": part.skipped, "failed": part.failed, "bytes_copied": part.bytes_copied,
             "duration_s": part.duration_s, "throughput_mb_s": part.throughput_mb_s, "error": part.fatal}
 
 

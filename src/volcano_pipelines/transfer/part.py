@@ -105,6 +105,9 @@ def run_part(root: str, run_id: str, index: int, *, pod: str = "",
     finally:
         source.close()
     result = _tally(index, pod, outcomes)
+    earlier = [item for item in items if item.reason == ALREADY_IN_PLACE]
+    result.copied_before, result.bytes_before = len(earlier), sum(item.size for item in earlier)
+    result.skipped -= len(earlier)
     result.duration_s = round(time.monotonic() - started, 3)
     if executor.fatal is not None:
         result.fatal = str(executor.fatal)

@@ -88,7 +88,10 @@ class PartResult:
     part: int
     pod: str = ""
     copied: int = 0
-    skipped: int = 0  # already in place (a retried pod) or the same content (--checksum)
+    skipped: int = 0  # the same content (--checksum)
+    # Files of the partition an earlier attempt copied (found complete in place): copied by the run.
+    copied_before: int = 0
+    bytes_before: int = 0
     failed: int = 0
     retried: int = 0
     interrupted: int = 0

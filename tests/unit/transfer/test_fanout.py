@@ -91,11 +91,15 @@ def test_a_failed_pod_keeps_the_run_and_the_rerun_resumes_without_planning_again
     first = info.value.result
     assert first.workers[1] == {"part": 1, "pod": None, "finished": False}
     assert os.path.exists(os.path.join(partition.run_dir(str(dst), RUN), "run.json"))
-    copied_first = first.copied
+    copied_first = {p: os.stat(dst / p).st_ino for p in read_tree(dst)}
+    assert first.copied == len(copied_first) > 0
     # A file of the source added meanwhile is not copied: the run resumes the plan it made.
     (src / "late.bin").write_bytes(b"late")
     again = engine.run(request(src, dst), Progress())
-    assert again.copied + copied_first == 12 and again.skipped == copied_first  # in place: not copied twice
+    # The run copied every file once: the first attempt's files were found in place, not copied again.
+    assert again.copied == 12 and again.skipped == 0
+    assert sum(w["copied_before"] for w in again.workers) == len(copied_first)
+    assert {p: os.stat(dst / p).st_ino for p in copied_first} == copied_first
     assert not (dst / "late.bin").exists()
     assert not os.path.exists(partition.run_dir(str(dst), RUN))
     assert read_tree(dst) == {k: v for k, v in read_tree(src).items() if k != "late.bin"}
