@@ -52,6 +52,7 @@ from tests.node.test_training import (  # noqa: F401 - module fixtures: node, co
 from tests.storage.fixtures import POD_HDFS_NAME
 from tests.storage.trees import put_tree
 from volcano_pipelines.images import MPI_TRAINER_IMAGE, TENSORBOARD_IMAGE, TF_TRAINER_IMAGE
+from volcano_pipelines.volcano.copyjob import copy_job_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers, pytest.mark.hdfs,
               pytest.mark.gluster, pytest.mark.timeout(1200)]
@@ -367,7 +368,7 @@ def test_train_and_serve_succeeds_end_to_end_and_a_failing_worker_fails_it_with_
 def test_the_mpi_pipeline_syncs_trains_and_starts_tensorboard(
         cluster: Any, namespace: str, pipeline_node: Any, code_url: str, hdfs_for_pods: Any, gluster: Any,  # noqa: F811
         shipped: Any, tmp_path: Path) -> None:
-    """vpipe-train-and-serve-mpi: sync from HDFS onto GlusterFS -> an MPI job (mpimaster + 2
+    """vpipe-train-and-serve-mpi: sync from HDFS onto GlusterFS by two copy pods -> an MPI job (mpimaster + 2
     workers, mpiexec over ssh, the examples' allreduce training) -> TensorBoard."""
     plane = cluster.require_local()
     api, pvs = shipped
@@ -376,10 +377,14 @@ def test_the_mpi_pipeline_syncs_trains_and_starts_tensorboard(
     volumes = storage(api, pvs, namespace, gluster, real, "lr")
     small = {f"{task}-{what}": value for task in ("mpimaster", "mpiworker")
              for what, value in (("cpu", "250m"), ("memory", "512Mi"))}
+    # The dataset is staged by two copy pods (sync --workers 2), placed on the real node too.
+    copy_pods = {"sync-workers": "2", "sync-node-selector": f"{real.label}={real.label_value}",
+                 "sync-tolerations": toleration(real), "sync-cpu": "100m", "sync-memory": "512Mi",
+                 "sync-queue": "default"}
     name = submit_from_template(api, namespace, real, "vpipe-train-and-serve-mpi", "lr-", {
         "name": "lr", "timeout": "600", "sync-src": src, "data-pvc": volumes.data_pvc, "log-pvc": volumes.log_pvc,
         "image": MPI_TRAINER_IMAGE, "code-url": f"{code_url}/mpi/", "workers": "2",
-        "command": "python3 train.py --steps=30", **placed(real), **small,
+        "command": "python3 train.py --steps=30", **placed(real), **small, **copy_pods,
     })
     finished, pods = follow(api, namespace, [name], timeout=900)
     done = finished[name]
@@ -389,6 +394,8 @@ def test_the_mpi_pipeline_syncs_trains_and_starts_tensorboard(
     outputs = workflow_outputs(done)
     assert outputs["phase"] == "Completed" and outputs["tensorboard-url"] == f"http://lr-tensorboard.{namespace}.svc:6006/"
     assert {p.name: p.read_bytes() for p in (volumes.data_dir / "lr").iterdir() if p.is_file()} == dataset
+    copy_job = jobs(api, namespace)[copy_job_name(done["metadata"]["uid"])]
+    assert copy_job["spec"]["tasks"][0]["replicas"] == 2 and copy_job["status"]["state"]["phase"] == "Completed"
     # mpiexec ran a rank on each worker pod; they wrote their agreed result to the log PVC.
     assert json.loads((volumes.log_dir / "mpi-result.json").read_text())["ranks"] == 2
     check_step_pods(plane, namespace, real, [p for p in pods.values() if p["workflow"] == name], 4)
