@@ -141,3 +141,21 @@ def mounted_claim(pod: Mapping[str, Any], path: str) -> tuple[str, str, str] | N
             sub = "/".join(p for p in (str(mount.get("subPath") or "").strip("/"), below) if p)
             best = (len(point), claim, sub, str(each.get("image", "")))
     return None if best is None else (best[1], best[2], best[3])
+
+
+_CONFIG_SOURCES = ("secret", "configMap", "projected")
+
+
+def mounted_config(pod: Mapping[str, Any], path: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The Secret, ConfigMap or projected volume a pod's container mounts at or above `path`
+    (absolute, normalized) and its mount: (volume, mount), read-only, for another pod to mount
+    the same at the same place; None when `path` is on no such volume."""
+    spec = pod.get("spec") or {}
+    volumes = {v.get("name"): v for v in spec.get("volumes") or [] if any(k in v for k in _CONFIG_SOURCES)}
+    for each in spec.get("containers") or []:
+        for mount in each.get("volumeMounts") or []:
+            point = str(mount.get("mountPath", "")).rstrip("/") or "/"
+            if mount.get("name") in volumes and (path == point or path.startswith(point.rstrip("/") + "/")):
+                kept = {k: mount[k] for k in ("name", "mountPath", "subPath") if k in mount}
+                return dict(volumes[mount["name"]]), {**kept, "readOnly": True}
+    return None

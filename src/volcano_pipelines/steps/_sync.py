@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.labels import POD_NAME_ENV
 from volcano_pipelines.steps.params import KubeContext, Kubeconfig, check_types
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.transfer import engine
@@ -255,11 +256,11 @@ def _check_workers(args: Mapping[str, Any], scheme: str) -> None:
     if scheme == "file":
         raise InputError("workers", workers, "1 for a local source (copy pods cannot read this machine's files): "
                                              "more with hdfs://, webhdfs:// or another network URL")
-    for name in ("kerberos_principal", "kerberos_keytab", "kerberos_ccache", "hadoop_conf_dir"):
-        if args[name]:
-            # Files of this pod: the copy pods would need them as Secrets / ConfigMaps (not built yet).
-            raise InputError(name, args[name], "not with workers above 1 yet (the copy pods have no way to get it): "
-                                               "simple auth (user) or workers=1")
+    for name in ("kerberos_keytab", "kerberos_ccache", "hadoop_conf_dir"):
+        if args[name] and not os.environ.get(POD_NAME_ENV):
+            # A file of this machine: the copy pods get the step pod's Secret / ConfigMap volumes instead.
+            raise InputError(name, args[name], "with workers above 1, a file on a Secret or ConfigMap volume of a step "
+                                               f"pod (${POD_NAME_ENV} names it), which the copy pods mount too")
     if args["dest_subpath"] and not args["dest_pvc"]:
         raise InputError("dest_subpath", args["dest_subpath"], "only with dest_pvc")
 
@@ -288,9 +289,13 @@ def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
         return {"run_id": run_id, "job_name": copy_job_name(run_id)}
     from volcano_pipelines.steps._sync_workers import CopyPods, destination_claim, launcher
 
-    claim, subpath, image = destination_claim(args["dst"], args["dest_pvc"], args["dest_subpath"], args["image"],
-                                              args["kubeconfig"], args["context"])
-    pods = CopyPods(namespace=args["namespace"], claim=claim, subpath=subpath, image=image,
+    # The client files the copy pods need where this pod has them (explicit, or from the environment).
+    carried = {"kerberos_keytab": args["kerberos_keytab"], "kerberos_ccache": args["kerberos_ccache"],
+               "hadoop_conf_dir": args["hadoop_conf_dir"] or os.environ.get("HADOOP_CONF_DIR")}
+    found = destination_claim(args["dst"], args["dest_pvc"], args["dest_subpath"], args["image"], args["kubeconfig"],
+                              args["context"], {k: v for k, v in carried.items() if v})
+    pods = CopyPods(namespace=args["namespace"], claim=found.claim, subpath=found.subpath, image=found.image,
+                    config=found.config,
                     queue=args["queue"], cpu=args["cpu"], memory=args["memory"],
                     node_selector=dict(args["node_selector"] or {}), tolerations=tuple(tolerations),
                     spread=args["spread"], max_retry=args["max_retry"], kubeconfig=args["kubeconfig"],

@@ -14,7 +14,7 @@ from typing import Any
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.images import RUNTIME_IMAGE
-from volcano_pipelines.kube.pods import mounted_claim
+from volcano_pipelines.kube.pods import mounted_claim, mounted_config
 from volcano_pipelines.labels import POD_NAME_ENV
 from volcano_pipelines.progress import LineProgress
 from volcano_pipelines.transfer.partition import RunRecord
@@ -32,6 +32,7 @@ class CopyPods:
     claim: str
     subpath: str | None
     image: str = RUNTIME_IMAGE  # default: the step pod's own (destination_claim)
+    config: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = ()  # (volume, mount) of the client's files
     queue: str = "default"
     cpu: str = "1"
     memory: str = "1Gi"
@@ -43,15 +44,29 @@ class CopyPods:
     context: str | None = None
 
 
-def destination_claim(dst: str, claim: str | None, subpath: str | None, image: str | None,
-                      kubeconfig: str | None, context: str | None) -> tuple[str, str | None, str]:
-    """(claim, subpath, image) of the copy pods: as given, else read from the step's own pod
-    ($VPIPE_POD_NAME: the KFP and Argo step pods): the claim it mounts at or above `dst`, and the
+@dataclass(frozen=True)
+class FromStepPod:
+    """What the copy pods take from the step: the destination's claim, the image, and the Secret /
+    ConfigMap volumes (with their mounts) that hold the HDFS client's files."""
+
+    claim: str
+    subpath: str | None
+    image: str
+    config: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = ()
+
+
+def destination_claim(dst: str, claim: str | None, subpath: str | None, image: str | None, kubeconfig: str | None,
+                      context: str | None, files: Mapping[str, str] | None = None) -> FromStepPod:
+    """The copy pods' claim, image and client files: as given, else read from the step's own pod
+    ($VPIPE_POD_NAME: the KFP and Argo step pods): the claim it mounts at or above `dst`, the
     image of the container that mounts it (a runtime image named at compile time reaches the
-    copy pods too); else the runtime image of this version."""
+    copy pods too), else the runtime image of this version; of `files` (keytab, ticket cache,
+    Hadoop configuration: parameter -> path), those on a Secret or ConfigMap volume of that pod
+    (KFP's StepPod.kerberos_secret / hadoop_conf_config_map) are mounted in the copy pods at the
+    same place; the others are taken to be in the image."""
     pod_name = os.environ.get(POD_NAME_ENV)
-    if claim and (image or not pod_name):
-        return claim, subpath, image or RUNTIME_IMAGE
+    if claim and not pod_name:
+        return FromStepPod(claim, subpath, image or RUNTIME_IMAGE)  # the step refused `files` outside a pod
     if not pod_name:
         raise InputError("dest_pvc", claim, "the PersistentVolumeClaim mounted at DST, for the copy pods (with workers > 1 "
                                             f"outside a step pod, where ${POD_NAME_ENV} names the pod that mounts it)")
@@ -59,14 +74,26 @@ def destination_claim(dst: str, claim: str | None, subpath: str | None, image: s
     from volcano_pipelines.k8s.pods import pod_object
 
     cluster = connect(kubeconfig, context)
-    pod = pod_object(cluster, cluster.namespace, pod_name)
-    found = None if pod is None else mounted_claim(pod, os.path.normpath(os.path.abspath(dst)))
-    if claim:
-        return claim, subpath, image or (found[2] if found else RUNTIME_IMAGE)
-    if found is None:
+    pod = pod_object(cluster, cluster.namespace, pod_name) or {}
+    found = mounted_claim(pod, _normal(dst))
+    if not claim and found is None:
         raise InputError("dest_pvc", claim, f"the PersistentVolumeClaim mounted at DST ({dst} is on no claim this pod "
                                             f"{pod_name} mounts)")
-    return found[0], found[1] or None, image or found[2]
+    config: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    for path in (files or {}).values():
+        # On no such volume: a file of the image, which the copy pods run too (by default).
+        mounted = mounted_config(pod, _normal(path.removeprefix("FILE:")))
+        if mounted is not None:
+            config.setdefault(mounted[1]["mountPath"], mounted)
+    default_image = found[2] if found else RUNTIME_IMAGE
+    if claim:
+        return FromStepPod(claim, subpath, image or default_image, tuple(config.values()))
+    assert found is not None
+    return FromStepPod(found[0], found[1] or None, image or default_image, tuple(config.values()))
+
+
+def _normal(path: str) -> str:
+    return os.path.normpath(os.path.abspath(path))
 
 
 def launcher(pods: CopyPods) -> Any:
@@ -84,7 +111,7 @@ def launcher(pods: CopyPods) -> Any:
         role = Role(resources=Resources(cpu=pods.cpu, memory=pods.memory), node_selector=dict(pods.node_selector),
                     tolerations=pods.tolerations)
         manifest = build_copy_job(CopyJobSpec(job, workers=record.parts, claim=pods.claim, subpath=pods.subpath,
-                                              role=role, spread=pods.spread))
+                                              role=role, spread=pods.spread, config=pods.config))
         policy = WaitPolicy(on_cancel="delete", on_pod_deleted="keep", follow=FollowPolicy.every(0))
         result = run(backend, manifest, policy, LineProgress(sys.stderr))
         if result.succeeded:

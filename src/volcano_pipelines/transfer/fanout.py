@@ -62,6 +62,9 @@ def execute(request: SyncRequest, result: SyncResult, plan: Plan, source: Source
     parts = partition.split(work, request.workers) if work else []
     record = partition.RunRecord(
         run_id=request.run_id, src=request.src, user=request.auth.user, options=vars(request.options).copy(),
+        kerberos_principal=request.auth.kerberos_principal, kerberos_keytab=request.auth.kerberos_keytab,
+        kerberos_ccache=request.auth.kerberos_ccache,
+        hadoop_conf_dir=request.auth.hadoop_conf_dir or os.environ.get("HADOOP_CONF_DIR"),
         parts=len(parts), job=request.job_name,
         files_selected=result.files_selected, bytes_selected=result.bytes_selected,
         selected=[[e.path, e.size, e.mtime_ms] for e in plan.selected],

@@ -95,7 +95,10 @@ def run_part(root: str, run_id: str, index: int, *, pod: str = "",
     items = [in_place(root, item) for item in partition.load_part(root, run_id, index)]
     work = [item for item in items if item.action is not Action.SKIP]
     started = time.monotonic()
-    source = open_source(parse_source(record.src), Auth(user=record.user))
+    if record.hadoop_conf_dir:  # an HA name service is resolved from it (transfer/urls.py)
+        os.environ["HADOOP_CONF_DIR"] = record.hadoop_conf_dir
+    source = open_source(parse_source(record.src), Auth(record.user, record.kerberos_principal, record.kerberos_keytab,
+                                                        record.kerberos_ccache, record.hadoop_conf_dir))
     try:
         with _Counters(root, run_id, index, pod, every) as counters:
             counters.start(len(work), sum(item.size for item in work))

@@ -62,7 +62,7 @@ class RunRecord:
 
     run_id: str
     src: str  # the source URL as the user gave it (the pods parse it again)
-    user: str | None  # simple-auth user (Kerberos does not reach the pods yet: refused by the step)
+    user: str | None  # simple-auth user
     options: dict[str, Any]  # transfer/executor.Options fields
     parts: int
     job: str  # the copy job's name
@@ -75,6 +75,12 @@ class RunRecord:
     # What the coordinator did itself before the job (skipped, cleaned, failed, deleted).
     before: dict[str, int] = field(default_factory=dict)
     failures_before: list[dict[str, str]] = field(default_factory=list)
+    # Kerberos and Hadoop client settings, as paths the copy pods see too (the step pod's Secret
+    # and ConfigMap volumes, mounted in the copy pods at the same places): transfer/sources.Auth.
+    kerberos_principal: str | None = None
+    kerberos_keytab: str | None = None
+    kerberos_ccache: str | None = None
+    hadoop_conf_dir: str | None = None
     format: int = FORMAT
 
     def selected_entries(self) -> list[Entry]:

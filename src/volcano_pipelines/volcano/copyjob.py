@@ -30,6 +30,9 @@ class CopyJobSpec:
     subpath: str | None  # the destination's directory inside the claim (None: its root)
     role: Role  # every copy pod's resources, node selector, tolerations, labels
     spread: bool = False  # prefer one copy pod per node
+    # (volume, mount) pairs mounted as they are: the step pod's Secret / ConfigMap volumes that
+    # hold the HDFS client's files (keytab, ticket cache, Hadoop configuration).
+    config: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = ()
 
 
 def copy_job_name(run_id: str) -> str:
@@ -51,8 +54,9 @@ def build_copy_job(spec: CopyJobSpec) -> dict[str, Any]:
         command=WORKER_PROGRAM,
         args=["--root", DEST_DIR, "--run-id", str(job.run_id)],
         env=[{"name": "PYTHONUNBUFFERED", "value": "1"}],
-        volumes=[{"name": DEST_VOLUME, "persistentVolumeClaim": {"claimName": spec.claim}}],
-        mounts=[mount],
+        volumes=[{"name": DEST_VOLUME, "persistentVolumeClaim": {"claimName": spec.claim}},
+                 *(volume for volume, _ in spec.config)],
+        mounts=[mount, *(config_mount for _, config_mount in spec.config)],
     )
     if spec.spread:
         template["spec"]["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{

@@ -20,6 +20,7 @@ from volcano_pipelines.transfer.part import run_part
 from volcano_pipelines.transfer.plan import RESERVED_DIR, Action, PlanItem, parse_max_delete, temp_name
 from volcano_pipelines.transfer.progress import Progress
 from volcano_pipelines.transfer.result import SyncFailed
+from volcano_pipelines.transfer.sources import Auth
 from volcano_pipelines.transfer.urls import parse_source
 
 RUN = "run-1"
@@ -68,12 +69,15 @@ def test_three_pods_copy_everything_once_and_the_run_directory_goes(tmp_path: Pa
         assert sorted(paths) == sorted(tree_paths(src)) and len(set(paths)) == len(paths)
         return inner(record)
 
-    result = engine.run(request(src, dst, launcher=launch, shards=2), Progress())
+    result = engine.run(request(src, dst, launcher=launch, shards=2,
+                                auth=Auth("etl", "etl@R", "/k/etl.keytab")), Progress())
     assert read_tree(dst) == read_tree(src)
     assert result.copied == 12 and result.failed == 0 and result.bytes_copied == sum(len(b) for b in read_tree(src).values())
     assert [w["pod"] for w in result.workers] == ["copy-0", "copy-1", "copy-2"]
     assert sum(w["copied"] for w in result.workers) == 12 and all(w["finished"] for w in result.workers)
     assert seen[0].parts == 3 and seen[0].job == "sync-x"
+    # What the pods need to reach the source travels in run.json (the paths are theirs too).
+    assert (seen[0].user, seen[0].kerberos_principal, seen[0].kerberos_keytab) == ("etl", "etl@R", "/k/etl.keytab")
     assert not os.path.exists(partition.run_dir(str(dst), RUN)) and temp_files(dst) == []
     manifests = [(dst / p).read_text().split() for p in result.shard_manifests]
     assert sorted(sum(manifests, [])) == sorted(tree_paths(src))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from volcano_pipelines.kube.pods import mounted_claim
+from volcano_pipelines.kube.pods import mounted_claim, mounted_config
 from volcano_pipelines.labels import RUN_LABEL, STEP_LABEL
 from volcano_pipelines.volcano.copyjob import DEST_DIR, CopyJobSpec, build_copy_job, copy_job_name
 from volcano_pipelines.volcano.spec import JobOptions, Resources, Role
@@ -74,3 +74,20 @@ def test_the_claim_a_step_pod_mounts_at_or_above_the_destination() -> None:
     assert mounted_claim(pod(("data", "/data", None), ("inner", "/data/in", None)), "/data/in/x") == ("other", "x", "rt:2")
     assert mounted_claim(pod(("scratch", "/data", None)), "/data/x") is None
     assert mounted_claim(pod(("data", "/data", None)), "/database/x") is None
+
+
+def test_the_step_pods_secret_and_config_map_volumes_that_hold_client_files_are_found_and_mounted_alike() -> None:
+    step = pod(("data", "/data", None))
+    step["spec"]["volumes"] += [{"name": "krb", "secret": {"secretName": "etl-keytab"}},
+                                {"name": "conf", "configMap": {"name": "hadoop-conf"}}]
+    step["spec"]["containers"][1]["volumeMounts"] += [{"name": "krb", "mountPath": "/vpipe/kerberos"},
+                                                      {"name": "conf", "mountPath": "/vpipe/hadoop-conf"}]
+    keytab = mounted_config(step, "/vpipe/kerberos/etl.keytab")
+    assert keytab == ({"name": "krb", "secret": {"secretName": "etl-keytab"}},
+                      {"name": "krb", "mountPath": "/vpipe/kerberos", "readOnly": True})
+    assert mounted_config(step, "/vpipe/hadoop-conf")[0]["configMap"] == {"name": "hadoop-conf"}  # type: ignore[index]
+    assert mounted_config(step, "/data/mnist") is None  # a claim, not a Secret or ConfigMap
+    assert mounted_config(step, "/etc/hadoop") is None  # in the image
+    pod_spec = job(config=(keytab,))["spec"]["tasks"][0]["template"]["spec"]
+    assert {"name": "krb", "secret": {"secretName": "etl-keytab"}} in pod_spec["volumes"]
+    assert {"name": "krb", "mountPath": "/vpipe/kerberos", "readOnly": True} in pod_spec["containers"][0]["volumeMounts"]
