@@ -269,9 +269,11 @@ class FailedPodWatcher:
         if fetch_log:
             reader = threading.Thread(target=self._keep_log, args=(pod["metadata"]["name"], uid, default_container(pod)),
                                       name=f"failed-pod-log-{uid[:8]}", daemon=True)
+            # Started and listed as one step: a waiter (log_tail, kept_logs, in another thread) never
+            # sees a reader that is not started yet (joining one raises).
             with self._lock:
+                reader.start()
                 self._log_readers.append(reader)
-            reader.start()
 
     def _keep_log(self, name: str, uid: str, container: str | None) -> None:
         tail = pod_log_tail(self.cluster, self.namespace, name, self.log_lines, self.missing, container)

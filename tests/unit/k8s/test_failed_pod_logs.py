@@ -121,3 +121,37 @@ def test_pods_failing_together_are_read_together_and_each_read_once() -> None:
     for i in range(2, 2 + FailedPodWatcher.LOGGED_FAILURES):
         watcher._record(pod(f"u{i}", "Failed", name=f"boom-worker-{i}"))
     assert len(watcher.kept_logs()) == FailedPodWatcher.LOGGED_FAILURES
+
+
+def test_a_waiter_in_another_thread_never_joins_a_reader_not_started_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI saw `vpipe status` (the KFP exit handler) fail with "cannot join thread before it is
+    started": the watch thread had listed a log reader and not started it yet when the step's
+    thread asked for the log. Here the start is slowed and a waiter runs meanwhile."""
+    import volcano_pipelines.k8s.pods as pods_module
+
+    core = LogReader("worker 0: exit 1\n")
+    watcher = FailedPodWatcher(FakeCluster(core), "team-a", "rsa", 20, MissingInfo())  # type: ignore[arg-type]
+    errors: list[BaseException] = []
+    waiters: list[threading.Thread] = []
+
+    def wait_for_logs() -> None:
+        try:
+            watcher.kept_logs()
+        except BaseException as err:  # noqa: BLE001 - the test reports it
+            errors.append(err)
+
+    real_thread = threading.Thread
+
+    class SlowStart(real_thread):
+        def start(self) -> None:
+            waiter = real_thread(target=wait_for_logs)
+            waiter.start()
+            waiters.append(waiter)
+            waiter.join(timeout=0.3)  # the waiter runs first, as the step's thread did
+            super().start()
+
+    monkeypatch.setattr(pods_module.threading, "Thread", SlowStart)
+    watcher._record(pod("u1", "Failed"))
+    for waiter in waiters:
+        waiter.join(timeout=5)
+    assert errors == [] and watcher.kept_logs() == {"u1": {"tensorflow": core.text}}
