@@ -60,12 +60,19 @@ def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_w
             "src": f"webhdfs://{POD_HDFS_NAME}:{hdfs_for_pods.http_port}/datasets/{namespace}",
             "dst": "/data/ds", "data-pvc": "data", "workers": "3", "shards": "3",
             "node-selector": f"{real_node.label}={real_node.label_value}", "tolerations": toleration(real_node),
-            "cpu": "100m", "memory": "512Mi"})
+            "cpu": "100m", "memory": "512Mi", "queue": "default"})
         run_id = workflow(api, namespace, name)["metadata"]["uid"]
         job = copy_job_name(run_id)
         # Evicted the moment it runs: the partition is retried by Volcano's restart of the job.
         evictor = Evictor(cluster, namespace, f"{job}-copy-1", grace=0, after=0.0)
-        first = wait_for(f"the copy job {job}", lambda: jobs(api, namespace).get(job), timeout=240)
+        def copy_job() -> dict[str, Any] | None:
+            found = jobs(api, namespace).get(job)
+            run = workflow(api, namespace, name)
+            if found is None and run.get("status", {}).get("phase") in ("Failed", "Error"):
+                raise AssertionError(f"the workflow ended before its copy job was made: {_why(run)}")
+            return found
+
+        first = wait_for(f"the copy job {job}", copy_job, timeout=240)
         [step] = [p.metadata.name for p in step_pods(core, namespace, name) if p.status.phase == "Running"]
         core.delete_namespaced_pod(step, namespace)  # SIGTERM: the step keeps the job and exits
         finished = wait_finished(api, namespace, name, timeout=600)

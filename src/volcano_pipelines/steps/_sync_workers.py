@@ -23,6 +23,9 @@ from volcano_pipelines.volcano.spec import JobOptions, Resources, Role
 
 __all__ = ["CopyPods", "destination_claim", "launcher"]
 
+# The copy job's options that are the sync step's inputs of the same name.
+_JOB_INPUTS = frozenset({"namespace", "image", "queue", "max_retry"})
+
 
 @dataclass(frozen=True)
 class CopyPods:
@@ -113,7 +116,13 @@ def launcher(pods: CopyPods) -> Any:
         manifest = build_copy_job(CopyJobSpec(job, workers=record.parts, claim=pods.claim, subpath=pods.subpath,
                                               role=role, spread=pods.spread, config=pods.config))
         policy = WaitPolicy(on_cancel="delete", on_pod_deleted="keep", follow=FollowPolicy.every(0))
-        result = run(backend, manifest, policy, LineProgress(sys.stderr))
+        try:
+            result = run(backend, manifest, policy, LineProgress(sys.stderr))
+        except InputError as err:  # what the cluster refuses (a missing queue) names the sync step's input
+            name = err.field.removeprefix("job.")
+            if name == err.field or name not in _JOB_INPUTS:
+                raise
+            raise InputError(name, err.value, err.allowed) from None
         if result.succeeded:
             return None
         return result.message or f"job {record.job} ended {result.phase}"
