@@ -3,8 +3,8 @@ controller, every pod on the real node: the step pod lists HDFS (WebHDFS, `hdfs_
 the destination, plans once and writes three partitions under `<dst>/.vpipe/runs/<run-id>/`,
 finds the destination's claim from its own pod, and starts one Volcano Job of three copy pods
 (the runtime image, PodSecurity `restricted`) that mount that claim. Then both faults at once:
-the step's own pod is deleted once the copy job exists (the step keeps the job; Argo's retry
-starts the step again, which finds the run's plan and attaches to the same job), and one copy
+the step's own pod is deleted once the copy job exists (the step keeps the job and exits 3;
+Argo runs the step again, which finds the run's plan and attaches to the same job), and one copy
 pod is evicted as soon as it runs (Volcano restarts the job). The run converges: the
 destination equals the source, every file is in exactly one shard manifest, nothing temporary
 is left, and the step's report names the three pods."""
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,24 @@ def dataset() -> dict[str, bytes]:
     files = {f"big/part-{i}.bin": os.urandom(12 << 20) for i in range(4)}
     files.update({f"small/{i % 4}/f{i:03d}.txt": os.urandom(1000 + i) for i in range(40)})
     return files
+
+
+def exit_code(core: Any, namespace: str, pod: str, uid: str, timeout: float = 120) -> int | None:
+    """The exit code of pod `pod`'s (this uid's) main container once it has ended; None when it
+    went before one was seen."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            found = core.read_namespaced_pod(pod, namespace)
+        except client.ApiException:
+            return None
+        if found.metadata.uid != uid:  # re-created under the same name
+            return None
+        for status in found.status.container_statuses or []:
+            if status.name == "main" and status.state.terminated is not None:
+                return int(status.state.terminated.exit_code)
+        time.sleep(0.3)
+    return None
 
 
 def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_without_loss(
@@ -73,8 +92,9 @@ def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_w
             return found
 
         first = wait_for(f"the copy job {job}", copy_job, timeout=240)
-        [step] = [p.metadata.name for p in step_pods(core, namespace, name) if p.status.phase == "Running"]
-        core.delete_namespaced_pod(step, namespace)  # SIGTERM: the step keeps the job and exits
+        [step] = [p for p in step_pods(core, namespace, name) if p.status.phase == "Running"]
+        core.delete_namespaced_pod(step.metadata.name, namespace)  # SIGTERM: the step keeps the job and exits 3
+        lost = exit_code(core, namespace, step.metadata.name, step.metadata.uid)
         finished = wait_finished(api, namespace, name, timeout=600)
         evictor.stop()
         assert finished["status"]["phase"] == "Succeeded", _why(finished)
@@ -82,9 +102,11 @@ def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_w
         assert evictor.evicted, "copy pod 1 was never seen running"
         assert copied["status"]["state"]["phase"] == "Completed"
         assert copied["status"].get("retryCount", 0) >= 1, copied["status"]
+        # The lost step kept the job (exit 3: retried); the step that ran again attached to it.
+        # Argo re-creates a pod lost within 10 s of its node's start for the same node, and retries
+        # one lost later as a new node (tests/argo/test_lost_pod.py): either way the step runs again.
+        assert lost == 3, lost
         assert copied["metadata"]["uid"] == first["metadata"]["uid"]  # attached to, not made again
-        sync_pods = [n for n in finished["status"]["nodes"].values() if n.get("type") == "Pod"]
-        assert len(sync_pods) == 2, [(n["name"], n["phase"], n.get("message")) for n in sync_pods]
     finally:
         if evictor is not None:
             evictor.stop()
