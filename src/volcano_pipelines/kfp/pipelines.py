@@ -137,6 +137,10 @@ def _train_inputs(train: str, after: tuple[str, ...]) -> tuple[Input, ...]:
         Input("sync_delete", (("sync", "delete"),), "remove staged files that are no longer in the dataset"),
         Input("sync_checksum", (("sync", "checksum"),), "compare and verify by content hash, not size + mtime"),
         Input("sync_transfers", (("sync", "transfers"),), "parallel file transfers"),
+        Input("sync_workers", (("sync", "workers"),),
+              "copy pods: 1, the sync step copies; more, the step plans once and a Volcano Job of that many copy pods "
+              "copies, each mounting the data PVC (docs/sync.md)"),
+        Input("sync_queue", (("sync", "queue"),), "Volcano queue of the copy pods (sync_workers above 1)"),
         Input("hdfs_user", (("sync", "user"),), "HDFS simple-auth user (empty: $HADOOP_USER_NAME or the pod's user)"),
         Input("kerberos_principal", (("sync", "kerberos_principal"),),
               "Kerberos principal of the sync step (with kerberos_keytab; empty: no Kerberos)"),
@@ -213,9 +217,13 @@ def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_
     tasks = [finish]
     with dsl.ExitHandler(finish, name=PIPELINE_NAMES[kind]):
         # An f-string of a pipeline parameter: KFP fills it in at run time (a placeholder in the IR).
-        staged = built["sync"](dst=f"{data_mount}/{values['model_name']}", **_feeding(inputs, values, "sync"))
+        staged = built["sync"](dst=f"{data_mount}/{values['model_name']}", run_id=RUN_ID,
+                               **_feeding(inputs, values, "sync"))
         staged.set_display_name("sync dataset")
         platform.mount_data(staged, values["data_pvc"], data_mount)
+        # With sync_workers above 1 the step finds the data PVC (and the Kerberos / Hadoop volumes) for
+        # its copy pods on its own pod, which it reads by name.
+        platform.name_the_pod(staged)
         # Bounded: a volume that never attaches or a NameNode that never answers ends the run
         # (SIGTERM at the deadline; the exit handler then runs) instead of stalling it.
         platform.set_deadline(staged, SYNC_DEADLINE_SECONDS)

@@ -17,6 +17,7 @@ from kfp import kubernetes
 from volcano_pipelines.errors import InputError
 
 from volcano_pipelines.kube.validate import parse_toleration
+from volcano_pipelines.labels import POD_NAME_ENV
 from volcano_pipelines.steps.pipelines import LOG_MOUNT, POST_MORTEM_VOLUME_DIR, POST_MORTEM_VOLUME_DIR_ENV
 
 __all__ = ["HADOOP_CONF_MOUNT", "KERBEROS_MOUNT", "StepPod", "mount_data", "mount_logs", "mount_sync_config",
@@ -91,6 +92,11 @@ def mount_sync_config(task: Any, pod: StepPod) -> Any:
                                             mount_path=HADOOP_CONF_MOUNT)
         task.set_env_variable("HADOOP_CONF_DIR", HADOOP_CONF_MOUNT)
     return task
+
+
+def name_the_pod(task: Any) -> Any:
+    """$VPIPE_POD_NAME: the step pod's own name (the downward API), as the Argo templates set it."""
+    return kubernetes.use_field_path_as_env(task, env_name=POD_NAME_ENV, field_path="metadata.name")
 
 
 def set_deadline(task: Any, seconds: int) -> Any:

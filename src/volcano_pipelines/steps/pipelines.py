@@ -45,11 +45,13 @@ def run_parameters() -> tuple[str, ...]:
 #   later scheduled run, waiting for ever; a day unless the run says otherwise;
 # - TensorBoard behind a ClusterIP Service: NodePort would publish every run's logs,
 #   unauthenticated, on every node's address (reach it through an Ingress or port-forward);
-# - a bounded reap (Argo needs a finite deadline for it).
+# - a bounded reap (Argo needs a finite deadline for it);
+# - the copy pods of a sync over several pods in the same capped queue.
 _SHARED: dict[str, dict[str, Any]] = {
     "train": {"queue": "vpipe", "data_pvc": "vpipe-data", "log_pvc": "vpipe-logs", "timeout": 86400},
     "reap": {"timeout": 600},
     "tensorboard": {"service_type": "ClusterIP"},
+    "sync": {"queue": "vpipe"},  # the copy pods (sync --workers), in the capped queue as training is
 }
 # The sync step pod's deadline (activeDeadlineSeconds; the kubelet counts it from the pod's
 # start, so a volume that never attaches or a NameNode that never answers ends too): past it

@@ -64,7 +64,9 @@ def _expected(kind: str) -> dict[str, dict[str, Source]]:
     train_task = train_component.replace("_", "-")
     # Each dataset in a directory of its own, named after the model: sync writes there and the
     # training pods mount only that directory of the data PVC.
-    expected: dict[str, dict[str, Source]] = {"sync": {"dst": ("constant", f"{pipelines.DATA_MOUNT}/{MODEL}")},
+    # The run id: a sync over copy pods (sync_workers) that the step's retry resumes.
+    expected: dict[str, dict[str, Source]] = {"sync": {"dst": ("constant", f"{pipelines.DATA_MOUNT}/{MODEL}"),
+                                                       "run_id": RUN_ID},
                                               train_task: {"run_id": RUN_ID, "data_subpath": ("param", "model_name")},
                                               "finish-run": {"run_id": RUN_ID,
                                                              "status": ("final_status", "exit-handler-1")}}
