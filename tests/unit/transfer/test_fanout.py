@@ -221,3 +221,20 @@ def test_a_step_stopped_while_its_pods_run_cleans_nothing_and_keeps_the_run(tmp_
     assert info.value.exit_code == ClusterError.exit_code
     assert len(temp_files(dst)) == 1  # not removed from under a pod that may still write it
     assert os.path.exists(os.path.join(partition.run_dir(str(dst), RUN), "run.json"))
+
+
+def test_a_source_file_changed_after_the_plan_is_caught_by_its_pod_and_copied_as_it_is_then(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write_tree(src, tree(6))
+    changed = "d1/f04.bin"
+
+    def launch(record: partition.RunRecord) -> str | None:
+        # Between the plan (size and mtime recorded in the partition) and the pod's copy.
+        (src / changed).write_bytes(b"rewritten after the plan")
+        os.utime(src / changed, ns=(9_000_000_000_000_000, 9_000_000_000_000_000))
+        return threads(str(dst))(record)
+
+    result = engine.run(request(src, dst, launcher=launch), Progress())
+    assert (dst / changed).read_bytes() == b"rewritten after the plan"
+    assert result.retried == 1 and result.failed == 0 and read_tree(dst) == read_tree(src)
+    assert os.stat(dst / changed).st_mtime_ns == 9_000_000_000_000_000  # the mtime of what was copied
