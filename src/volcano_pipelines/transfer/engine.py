@@ -28,7 +28,7 @@ from volcano_pipelines.transfer.plan import (
     selected,
 )
 from volcano_pipelines.transfer.progress import Progress
-from volcano_pipelines.transfer.result import DeletionRefused, SyncFailed, SyncInterrupted, SyncResult
+from volcano_pipelines.transfer.result import MAX_LISTED_FAILURES, DeletionRefused, SyncFailed, SyncInterrupted, SyncResult, tally
 from volcano_pipelines.transfer.shards import write_shards
 from volcano_pipelines.transfer.sources import Auth, SourceMissing, open_source, short_error
 from volcano_pipelines.transfer.urls import Location
@@ -36,7 +36,6 @@ from volcano_pipelines.transfer.urls import Location
 __all__ = ["MAX_LISTED_FAILURES", "SyncRequest", "run"]
 log = logging.getLogger(__name__)
 
-MAX_LISTED_FAILURES = 100
 
 
 @dataclass(frozen=True)
@@ -243,7 +242,7 @@ def _execute(
         raise _dest_error(err, f"creating {root}") from err
     with dest_mod.DestLock(root):
         if _fanned_out(request):
-            fanout.execute(request, result, plan, source, progress, _tally)
+            fanout.execute(request, result, plan, source, progress)
             return False
         work = plan.of(Action.COPY, Action.COMPARE)
         progress.start(len(work), sum(i.size for i in work))
@@ -279,24 +278,7 @@ def _fanned_out(request: SyncRequest) -> bool:
 
 
 def _tally(result: SyncResult, outcomes: list[Outcome]) -> None:
-    for o in outcomes:
-        if o.attempts > 1:
-            result.retried += 1
-        if o.result == Result.COPIED:
-            result.copied += 1
-            result.bytes_copied += o.bytes
-        elif o.result == Result.SKIPPED:
-            result.skipped += 1
-        elif o.result == Result.DELETED:
-            result.deleted += 1
-        elif o.result == Result.CLEANED:
-            result.cleaned += 1
-        elif o.result == Result.INTERRUPTED:
-            result.interrupted += 1
-        else:
-            result.failed += 1
-            if len(result.failures) < MAX_LISTED_FAILURES:
-                result.failures.append({"path": o.path, "error": o.error or "failed"})
+    result.add(tally(outcomes))
 
 
 def _dest_error(err: OSError, what: str) -> VpipeError:

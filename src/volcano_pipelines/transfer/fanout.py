@@ -16,16 +16,17 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from dataclasses import replace
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from volcano_pipelines.errors import ClusterError, VpipeError, WorkFailed
 from volcano_pipelines.transfer import dest as dest_mod
 from volcano_pipelines.transfer import partition
-from volcano_pipelines.transfer.executor import Executor, Outcome, Result
+from volcano_pipelines.transfer.executor import Executor, Result
 from volcano_pipelines.transfer.plan import IN_THE_WAY, Action, Plan, PlanItem, parent_dirs
 from volcano_pipelines.transfer.progress import Progress
-from volcano_pipelines.transfer.result import SyncFailed, SyncResult
+from volcano_pipelines.transfer.result import MAX_LISTED_FAILURES, SyncFailed, SyncResult, Tally, tally
 from volcano_pipelines.transfer.shards import write_shards
 from volcano_pipelines.transfer.plan import Entry
 from volcano_pipelines.transfer.sources import Source
@@ -41,21 +42,18 @@ log = logging.getLogger(__name__)
 # else why not; raises VpipeError when it could not run or wait for it.
 Launcher = Callable[[partition.RunRecord], "str | None"]
 POLL_SECONDS = 2.0
-MAX_LISTED_FAILURES = 100
 
 
-def execute(request: SyncRequest, result: SyncResult, plan: Plan, source: Source, progress: Progress,
-            tally: Callable[[SyncResult, list[Outcome]], None]) -> None:
+def execute(request: SyncRequest, result: SyncResult, plan: Plan, source: Source, progress: Progress) -> None:
     """Carry out `plan` over `request.workers` pods (the engine holds the destination lock)."""
     root = request.root
     before = [i for i in plan.items if i.action in (Action.CLEANUP, Action.REJECT, Action.SKIP)
               or (i.action is Action.DELETE and i.reason == IN_THE_WAY)]
     executor = Executor(source, root, request.options)
-    outcomes = executor.run(Plan(items=tuple(before), selected=()))
-    counted = SyncResult(src=result.src, dst=result.dst, dry_run=False)
-    tally(counted, outcomes)
+    counted = tally(executor.run(Plan(items=tuple(before), selected=())))
+    del counted.failures[MAX_LISTED_FAILURES:]
     if executor.fatal is not None:
-        _merge_before(result, counted)
+        result.add(counted)
         raise SyncFailed(str(executor.fatal), result, exit_code=_exit_code(executor.fatal))
     work = plan.of(Action.COPY, Action.COMPARE)
     _make_dirs(root, work)
@@ -91,24 +89,9 @@ def resume(request: SyncRequest, result: SyncResult, record: partition.RunRecord
     _finish(request, result, record, progress)
 
 
-def _merge_before(result: SyncResult, counted: SyncResult) -> None:
-    result.skipped += counted.skipped
-    result.cleaned += counted.cleaned
-    result.failed += counted.failed
-    result.deleted += counted.deleted
-    result.retried += counted.retried
-    result.failures.extend(counted.failures)
-
-
 def _finish(request: SyncRequest, result: SyncResult, record: partition.RunRecord, progress: Progress) -> None:
     root = request.root
-    before = record.before
-    result.skipped += before.get("skipped", 0)
-    result.cleaned += before.get("cleaned", 0)
-    result.failed += before.get("failed", 0)
-    result.deleted += before.get("deleted", 0)
-    result.retried += before.get("retried", 0)
-    result.failures.extend(record.failures_before)
+    result.add(Tally(**record.before, failures=list(record.failures_before)))
     failed_paths: set[str] = set()
     if record.parts:
         try:
@@ -192,16 +175,10 @@ def _sum_progress(root: str, record: partition.RunRecord, progress: Progress) ->
 
 
 def _merge_part(result: SyncResult, part: partition.PartResult, failed_paths: set[str]) -> None:
-    result.copied += part.copied + part.copied_before  # an earlier attempt's copies are the run's too
+    failed_paths.update(failure["path"] for failure in part.failures)
+    result.add(replace(part, failures=[{**failure, "pod": part.pod} for failure in part.failures]))
+    result.copied += part.copied_before  # an earlier attempt's copies are the run's too
     result.bytes_copied += part.bytes_before
-    result.skipped += part.skipped
-    result.failed += part.failed
-    result.retried += part.retried
-    result.interrupted += part.interrupted
-    result.bytes_copied += part.bytes_copied
-    for failure in part.failures:
-        failed_paths.add(failure["path"])
-        result.failures.append({**failure, "pod": part.pod})
 
 
 def _worker_line(index: int, part: partition.PartResult | None) -> dict[str, Any]:

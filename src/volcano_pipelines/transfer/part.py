@@ -17,9 +17,10 @@ import time
 
 from volcano_pipelines.errors import WorkFailed
 from volcano_pipelines.transfer import partition
-from volcano_pipelines.transfer.executor import Executor, Options, Outcome, Result
+from volcano_pipelines.transfer.executor import Executor, Options, Outcome
 from volcano_pipelines.transfer.plan import Action, Plan, PlanItem, same_mtime
 from volcano_pipelines.transfer.progress import Progress as TransferProgress
+from volcano_pipelines.transfer.result import tally
 from volcano_pipelines.transfer.sources import Auth, open_source
 from volcano_pipelines.transfer.urls import parse_source
 
@@ -119,18 +120,5 @@ def run_part(root: str, run_id: str, index: int, *, pod: str = "",
 
 
 def _tally(index: int, pod: str, outcomes: list[Outcome]) -> partition.PartResult:
-    result = partition.PartResult(part=index, pod=pod)
-    for o in outcomes:
-        if o.attempts > 1:
-            result.retried += 1
-        if o.result == Result.COPIED:
-            result.copied += 1
-            result.bytes_copied += o.bytes
-        elif o.result == Result.SKIPPED:
-            result.skipped += 1
-        elif o.result == Result.INTERRUPTED:
-            result.interrupted += 1
-        else:
-            result.failed += 1
-            result.failures.append({"path": o.path, "error": o.error or "failed"})
-    return result
+    # Every failure listed: the coordinator keeps failed files out of the shard manifests.
+    return partition.PartResult(part=index, pod=pod, **vars(tally(outcomes)))

@@ -23,6 +23,7 @@ from typing import Any
 
 from volcano_pipelines.transfer.dest import write_file_atomic
 from volcano_pipelines.transfer.plan import RESERVED_DIR, Action, Entry, PlanItem, shard_by_bytes
+from volcano_pipelines.transfer.result import Tally
 
 __all__ = ["FORMAT", "PartResult", "Progress", "RunRecord", "check_run_id", "load_part", "load_progress",
            "load_result", "load_run", "part_sizes", "remove_run", "run_dir", "save_part", "save_progress",
@@ -88,22 +89,16 @@ class RunRecord:
 
 
 @dataclass
-class PartResult:
-    """result-NNNNN.json: what one pod did with its partition."""
+class PartResult(Tally):
+    """result-NNNNN.json: what one pod did with its partition (its outcomes counted, every failure
+    listed; `skipped`: the same content, with --checksum)."""
 
-    part: int
+    part: int = 0
     pod: str = ""
-    copied: int = 0
-    skipped: int = 0  # the same content (--checksum)
     # Files of the partition an earlier attempt copied (found complete in place): copied by the run.
     copied_before: int = 0
     bytes_before: int = 0
-    failed: int = 0
-    retried: int = 0
-    interrupted: int = 0
-    bytes_copied: int = 0
     duration_s: float = 0.0
-    failures: list[dict[str, str]] = field(default_factory=list)
     fatal: str | None = None  # why the pod stopped early (destination full, source unreachable)
 
     @property

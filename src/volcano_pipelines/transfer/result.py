@@ -8,11 +8,51 @@ from typing import Any, ClassVar
 
 from volcano_pipelines.errors import InputError, VpipeError, WorkFailed
 from volcano_pipelines.outputs import WHOLE, Output
+from volcano_pipelines.transfer.executor import Outcome, Result
 from volcano_pipelines.transfer.plan import DeleteRefusal, display_path, utf8_path
 
-__all__ = ["EXIT_INTERRUPTED", "DeletionRefused", "SyncFailed", "SyncInterrupted", "SyncResult"]
+__all__ = ["EXIT_INTERRUPTED", "MAX_LISTED_FAILURES", "DeletionRefused", "SyncFailed", "SyncInterrupted", "SyncResult",
+           "Tally", "tally"]
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+MAX_LISTED_FAILURES = 100  # failures a report lists (the count has them all)
+
+
+@dataclass
+class Tally:
+    """What a list of outcomes adds up to (every failure listed: a report caps what it shows)."""
+
+    copied: int = 0
+    skipped: int = 0
+    deleted: int = 0
+    cleaned: int = 0
+    failed: int = 0
+    interrupted: int = 0
+    retried: int = 0  # needed more than one attempt
+    bytes_copied: int = 0
+    failures: list[dict[str, str]] = field(default_factory=list)
+
+
+def tally(outcomes: list[Outcome]) -> Tally:
+    out = Tally()
+    for o in outcomes:
+        if o.attempts > 1:
+            out.retried += 1
+        if o.result == Result.COPIED:
+            out.copied += 1
+            out.bytes_copied += o.bytes
+        elif o.result == Result.SKIPPED:
+            out.skipped += 1
+        elif o.result == Result.DELETED:
+            out.deleted += 1
+        elif o.result == Result.CLEANED:
+            out.cleaned += 1
+        elif o.result == Result.INTERRUPTED:
+            out.interrupted += 1
+        else:
+            out.failed += 1
+            out.failures.append({"path": o.path, "error": o.error or "failed"})
+    return out
 
 
 @dataclass
@@ -48,6 +88,12 @@ class SyncResult:
     workers: list[dict[str, Any]] = field(default_factory=list)
     plan: list[dict[str, Any]] = field(default_factory=list)  # dry run only
     error: str | None = None  # why the run stopped or failed (the error the caller sees)
+
+    def add(self, counted: Tally) -> None:
+        """Outcomes counted (a part of the run) into the report; failures listed up to the cap."""
+        for name in ("copied", "skipped", "deleted", "cleaned", "failed", "interrupted", "retried", "bytes_copied"):
+            setattr(self, name, getattr(self, name) + getattr(counted, name))
+        self.failures.extend(counted.failures[:max(0, MAX_LISTED_FAILURES - len(self.failures))])
 
     @property
     def ok(self) -> bool:
