@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -42,22 +43,36 @@ def dataset() -> dict[str, bytes]:
     return files
 
 
-def exit_code(core: Any, namespace: str, pod: str, uid: str, timeout: float = 120) -> int | None:
-    """The exit code of pod `pod`'s (this uid's) main container once it has ended; None when it
-    went before one was seen."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            found = core.read_namespaced_pod(pod, namespace)
-        except client.ApiException:
-            return None
-        if found.metadata.uid != uid:  # re-created under the same name
-            return None
-        for status in found.status.container_statuses or []:
-            if status.name == "main" and status.state.terminated is not None:
-                return int(status.state.terminated.exit_code)
-        time.sleep(0.3)
-    return None
+class ExitWatch:
+    """The exit code of pod `name`'s main container, for the incarnation (uid) that runs when
+    the watch starts: a watch from before the deletion sees every state up to the pod's removal
+    (polling missed it in CI: the kubelet's last status and the removal came within one poll)."""
+
+    def __init__(self, core: Any, namespace: str, name: str, uid: str) -> None:
+        from kubernetes import watch
+
+        self.code: int | None = None
+        self._watch = watch.Watch()
+        self._thread = threading.Thread(target=self._run, args=(core, namespace, name, uid), daemon=True)
+        self._thread.start()
+
+    def _run(self, core: Any, namespace: str, name: str, uid: str) -> None:
+        for event in self._watch.stream(core.list_namespaced_pod, namespace, field_selector=f"metadata.name={name}",
+                                        timeout_seconds=300):
+            pod = event["object"]
+            if pod.metadata.uid != uid:
+                continue  # re-created under the same name
+            for status in pod.status.container_statuses or []:
+                if status.name == "main" and status.state and status.state.terminated is not None:
+                    self.code = int(status.state.terminated.exit_code)
+            if event["type"] == "DELETED" or self.code is not None:
+                self._watch.stop()
+                return
+
+    def result(self, timeout: float = 120) -> int | None:
+        self._thread.join(timeout)
+        self._watch.stop()
+        return self.code
 
 
 def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_without_loss(
@@ -93,8 +108,10 @@ def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_w
 
         first = wait_for(f"the copy job {job}", copy_job, timeout=240)
         [step] = [p for p in step_pods(core, namespace, name) if p.status.phase == "Running"]
+        watched = ExitWatch(core, namespace, step.metadata.name, step.metadata.uid)
+        time.sleep(1)  # the watch is open before the deletion
         core.delete_namespaced_pod(step.metadata.name, namespace)  # SIGTERM: the step keeps the job and exits 3
-        lost = exit_code(core, namespace, step.metadata.name, step.metadata.uid)
+        lost = watched.result()
         finished = wait_finished(api, namespace, name, timeout=600)
         evictor.stop()
         assert finished["status"]["phase"] == "Succeeded", _why(finished)
