@@ -268,7 +268,8 @@ def _check_workers(args: Mapping[str, Any], scheme: str) -> None:
 def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
     """The request's fields for a sync over copy pods: every input checked first, then the
     destination's claim found (the step's own pod may be asked)."""
-    from volcano_pipelines.kube.validate import check_dns_label, check_image, check_labels, check_quantity, parse_tolerations
+    from volcano_pipelines.kube.validate import (check_dns_label, check_dns_subdomain, check_image, check_labels,
+                                                 check_quantity, check_relative_path, parse_tolerations)
     from volcano_pipelines.transfer.partition import check_run_id
     from volcano_pipelines.volcano.copyjob import copy_job_name
 
@@ -279,6 +280,10 @@ def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
     if args["namespace"] is not None:
         check_dns_label("namespace", args["namespace"])
     check_image("image", args["image"])
+    if args["dest_pvc"] is not None:  # refused here, before the plan is written, not by the API server
+        check_dns_subdomain("dest_pvc", args["dest_pvc"])
+    if args["dest_subpath"]:
+        check_relative_path("dest_subpath", args["dest_subpath"])
     check_quantity("cpu", args["cpu"])
     check_quantity("memory", args["memory"])
     check_labels("node_selector", args["node_selector"] or {})

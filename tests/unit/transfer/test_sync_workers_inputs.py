@@ -28,6 +28,9 @@ SRC = "webhdfs://127.0.0.1:9/data"  # never reached: every case fails before
     ({"workers": 2, "dest_pvc": "d", "tolerations": ["nope"]}, "tolerations", "KEY[=VALUE]:EFFECT"),
     ({"workers": 2, "dest_pvc": "d", "max_retry": 0}, "max_retry", "from 1 to 100"),
     ({"workers": 2}, "dest_pvc", "PersistentVolumeClaim mounted at DST"),
+    ({"workers": 2, "dest_pvc": " data"}, "dest_pvc", ""),
+    ({"workers": 2, "dest_pvc": "data\n"}, "dest_pvc", ""),
+    ({"workers": 2, "dest_pvc": "d", "dest_subpath": "../other"}, "dest_subpath", ""),
 ])
 def test_bad_copy_pod_inputs_are_refused_before_anything_happens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  kwargs: dict[str, Any], field: str, allowed: str) -> None:
