@@ -431,6 +431,10 @@ class ControlPlane:
             f"--kubeconfig={kubeconfig}",
             "--leader-elect=false",
             f"--controllers={VOLCANO_CONTROLLERS}",
+            # A job whose sync keeps failing (its queue missing) is terminated after this many
+            # rate-limited retries (5 ms doubling): Volcano's default 15 takes 164 s, 12 takes
+            # 20 s; the job ends the same way, with the same event, only sooner.
+            "--max-requeue-num=12",
             "--enable-healthz=true",
             f"--healthz-address=127.0.0.1:{self.ports['vc-cm-health']}",
             f"--listen-address=127.0.0.1:{self.ports['vc-cm-metrics']}",

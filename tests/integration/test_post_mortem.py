@@ -96,7 +96,9 @@ def test_a_job_in_a_missing_unreadable_queue_says_why_it_ended(cluster: Any, nam
     """Without the queue-reader grant the step cannot check the queue at submit time: it warns
     naming the grant, and when Volcano ends the job (no pod ever ran) the message says why.
     With the grant the same job is refused before anything is created
-    (tests/integration/test_job_admission.py)."""
+    (tests/integration/test_job_admission.py). Volcano ends such a job once its controller
+    gives up retrying the sync: 20 s under the test control plane's `--max-requeue-num=12`
+    (tests/cluster/launcher.py), 164 s with Volcano's default 15."""
     without_queue_grant = [obj for obj in manifests(namespace) if "queue" not in obj["metadata"]["name"]]
     with installed(cluster, namespace, without_queue_grant):
         kubeconfig = token_kubeconfig(cluster, namespace, "vpipe-runner", tmp_path / "runner.kubeconfig")

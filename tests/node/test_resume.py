@@ -135,10 +135,11 @@ def _post_mortem_text(result: TrainResult, limit: int = 4000) -> str:
 @pytest.mark.parametrize(("task", "grace"), [("chief", None), ("ps", 0)], ids=["chief-default-grace", "ps-grace-0"])
 def test_tf2_ps_job_evicted_mid_training_restarts_resumes_and_completes(
         cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes, task: str, grace: int | None) -> None:
-    # About 27 s of training on an idle machine (150 steps/s), 200 s in a full CI run (20
-    # steps/s): the eviction, at the first checkpoint (500) plus the step's reading lag, comes
-    # well before the end either way. (6000 cost each such test another 100 s in CI.)
-    steps = 4000
+    # About 10 s of training on an idle machine (250-300 steps/s; seen: the chief evicted at
+    # 650, checkpoint 500, 2 s reads), a minute or two in a full CI run: the eviction, at the
+    # first checkpoint (500) plus the step's reading lag, comes well before the end either way.
+    # (Every 1000 steps more cost each such test about 20 s in CI; 6000 cost another 100 s.)
+    steps = 2500
     name = f"rs-{task}"
     evictor = EvictAtCheckpoint(cluster, namespace, f"{name}-{task}-0", grace)
     result = train_tf(
@@ -159,7 +160,10 @@ def test_tf2_ps_job_evicted_mid_training_restarts_resumes_and_completes(
                          ids=["master-default-grace", "worker-grace-0"])
 def test_mpi_job_evicted_mid_training_restarts_resumes_and_completes(
         cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes, task: str, grace: int | None) -> None:
-    steps = 40000
+    # The ranks' Allreduce runs at about 250 steps/s whether the machine is idle or loaded
+    # (measured: 247 idle, about 260 in a full CI run): 12000 steps are 48 s of training, the
+    # eviction at the first checkpoint (2000) comes at about 8 s. (40000 cost 110 s more.)
+    steps = 12000
     name = f"rs-{task[3:]}"
     evictor = EvictAtCheckpoint(cluster, namespace, f"{name}-{task}-{1 if task == 'mpiworker' else 0}", grace)
     result = train_mpi(
@@ -178,7 +182,7 @@ def test_tf2_ps_job_rides_through_a_kubelet_restart(cluster: Any, namespace: str
     the job trains: the containers run on under
     containerd, the new kubelet takes its pods back, the job completes (restarted or not:
     both are accepted, and said) and the step never hangs (its timeout bounds it)."""
-    steps = 4000  # as in the eviction test above
+    steps = 2500  # as in the eviction test above
     took: list[float] = []
     # In the step's own thread (its wait pauses for the restart's few seconds): the kubelet gets
     # its parent's death signal when the *thread* that started it ends, so a restart from a
