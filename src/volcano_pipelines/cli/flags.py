@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from volcano_pipelines.errors import InputError
@@ -44,14 +44,15 @@ def scalar_flag_type(hint: Any) -> Callable[[str], Any]:
 
 
 def add_step_flags(parser: argparse.ArgumentParser, step: Callable[..., Any], tasks: Sequence[str],
-                   skip: Iterable[str] = ()) -> None:
-    """One flag (or one per task) for each parameter of `step`, with the docstring's help."""
+                   skip: Iterable[str] = (), titles: Mapping[str, str] | None = None) -> None:
+    """One flag (or one per task) for each parameter of `step`, with the docstring's help.
+    `titles`: a heading of the command's own for a group (sync's job flags are its copy pods')."""
     groups: dict[str, argparse._ArgumentGroup] = {}
 
     def group(name: str) -> argparse._ArgumentGroup:
         if name not in groups:
             title = f"{name} ({', '.join(tasks)}; TASK: left out means every task)" if name == "per task" else name
-            groups[name] = parser.add_argument_group(title)
+            groups[name] = parser.add_argument_group((titles or {}).get(name, title))
         return groups[name]
 
     skipped = set(skip)

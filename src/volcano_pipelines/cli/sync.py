@@ -88,7 +88,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     for name in ("user", "kerberos_principal", "kerberos_keytab", "kerberos_ccache", "hadoop_conf_dir"):
         auth.add_argument("--" + name.replace("_", "-"), help=text(name))
     # The copy pods' inputs (--workers N): flags made from the step's signature and help.
-    add_step_flags(p, sync_step, (), skip=[*FLAGS, "progress"])
+    add_step_flags(p, sync_step, (), skip=[*FLAGS, "progress"],
+                   titles={"job": "copy pods (with --workers above 1: one Volcano Job of copy pods)",
+                           "run": "cluster (with --workers above 1)"})
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(handler=_sync)

@@ -56,3 +56,29 @@ def test_the_cli_names_the_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert main(["sync", SRC, str(tmp_path / "d"), "--workers", "3", "--dest-pvc", "x", "--toleration", "bad"]) == 2
     assert "--toleration" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()
+
+
+def _help_sections(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, list[str]]:
+    """The flags under each heading of a command's --help."""
+    with pytest.raises(SystemExit):
+        main(argv)
+    sections: dict[str, list[str]] = {}
+    heading = ""
+    for line in capsys.readouterr().out.splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            heading = line[:-1]
+            sections[heading] = []
+        elif line.startswith("  --") and heading:
+            sections[heading].append(line.split()[0])
+    return sections
+
+
+def test_sync_help_puts_the_copy_pod_flags_under_their_own_heading(capsys: pytest.CaptureFixture[str]) -> None:
+    sections = _help_sections(["sync", "--help"], capsys)
+    copy_pods = next(flags for heading, flags in sections.items() if heading.startswith("copy pods"))
+    assert {"--workers", "--dest-pvc", "--queue", "--spread", "--max-retry"} <= set(copy_pods), sections
+    cluster = next(flags for heading, flags in sections.items() if heading.startswith("cluster"))
+    assert {"--kubeconfig", "--context"} <= set(cluster), sections
+    assert "job" not in sections and "run" not in sections, list(sections)
+    # The training commands keep theirs.
+    assert "--queue" in _help_sections(["train", "tf", "--help"], capsys)["job"]
