@@ -238,3 +238,30 @@ def test_a_source_file_changed_after_the_plan_is_caught_by_its_pod_and_copied_as
     assert (dst / changed).read_bytes() == b"rewritten after the plan"
     assert result.retried == 1 and result.failed == 0 and read_tree(dst) == read_tree(src)
     assert os.stat(dst / changed).st_mtime_ns == 9_000_000_000_000_000  # the mtime of what was copied
+
+
+def test_a_file_a_pod_failed_is_named_with_its_pod_and_left_out_of_the_shard_manifests(tmp_path: Path) -> None:
+    """As one process does: a file that failed is not in the destination, so no manifest lists it."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write_tree(src, tree())
+    inner = threads(str(dst))
+    broken: list[str] = []
+
+    def launch(record: partition.RunRecord) -> str | None:
+        # After the plan, one planned file becomes unreadable as a file (a directory in its place).
+        item = partition.load_part(str(dst), RUN, 1)[0]
+        (src / item.path).unlink()
+        (src / item.path).mkdir()
+        broken.append(item.path)
+        return inner(record)
+
+    with pytest.raises(SyncFailed, match="1 file") as info:
+        engine.run(request(src, dst, launcher=launch, shards=2), Progress())
+    result = info.value.result
+    [path] = broken
+    assert result.failed == 1 and result.copied == 11, result
+    [failure] = result.failures
+    assert (failure["path"], failure["pod"]) == (path, "copy-1"), failure
+    listed = [line for p in result.shard_manifests for line in (dst / p).read_text().split()]
+    assert sorted(listed) == sorted(p for p in tree_paths(dst) if not p.startswith(RESERVED_DIR)), listed
+    assert path not in listed and len(listed) == 11
