@@ -265,3 +265,22 @@ def test_a_file_a_pod_failed_is_named_with_its_pod_and_left_out_of_the_shard_man
     listed = [line for p in result.shard_manifests for line in (dst / p).read_text().split()]
     assert sorted(listed) == sorted(p for p in tree_paths(dst) if not p.startswith(RESERVED_DIR)), listed
     assert path not in listed and len(listed) == 11
+
+
+def test_a_file_in_the_way_of_a_source_directory_is_removed_once_before_the_pods(tmp_path: Path) -> None:
+    """The coordinator removes it (the pods then copy into the directory in its place); it is
+    not among the --delete deletions carried out after the copy."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    write_tree(src, tree())
+    write_tree(dst, {"d1": b"a file where the source has a directory"})
+    seen: list[partition.RunRecord] = []
+    inner = threads(str(dst))
+
+    def launch(record: partition.RunRecord) -> str | None:
+        seen.append(record)
+        assert (dst / "d1").is_dir()  # already made room for before any pod runs
+        return inner(record)
+
+    result = engine.run(request(src, dst, launcher=launch), Progress())
+    assert seen[0].deletes == [] and result.deleted == 1 and result.failed == 0, result
+    assert read_tree(dst) == read_tree(src)
