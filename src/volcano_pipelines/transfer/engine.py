@@ -95,6 +95,12 @@ def _run(request: SyncRequest, result: SyncResult, progress: Progress, started: 
     if _fanned_out(request) and not request.dry_run:
         record = partition.load_run(root, request.run_id) if os.path.isdir(root) else None
         if record is not None:  # planned by an earlier attempt of this step: attach, do not plan again
+            if record.src != request.src:
+                # Another run's id (a copied pipeline parameter): resuming would finish that run's
+                # plan, and its pods may still write here. Nothing is touched.
+                raise InputError("run_id", request.run_id,
+                                 f"a run id of its own: it names an unfinished run from {record.src} into this "
+                                 f"destination (resume that run with its source, or give this one another run id)")
             try:
                 with dest_mod.DestLock(root):
                     fanout.resume(request, result, record, progress)

@@ -284,3 +284,21 @@ def test_a_file_in_the_way_of_a_source_directory_is_removed_once_before_the_pods
     result = engine.run(request(src, dst, launcher=launch), Progress())
     assert seen[0].deletes == [] and result.deleted == 1 and result.failed == 0, result
     assert read_tree(dst) == read_tree(src)
+
+
+def test_a_run_id_of_another_unfinished_run_is_refused_and_nothing_is_touched(tmp_path: Path) -> None:
+    from volcano_pipelines.errors import InputError
+
+    src, other, dst = tmp_path / "src", tmp_path / "other", tmp_path / "dst"
+    write_tree(src, tree(3))
+    write_tree(other, {"o.bin": b"other"})
+    with pytest.raises(SyncFailed):
+        engine.run(request(src, dst, launcher=threads(str(dst), fail=lambda k: True)), Progress())
+    before = {p: os.stat(dst / p).st_mtime_ns for p in tree_paths(dst)}
+    launched: list[str] = []
+    with pytest.raises(InputError, match=f"invalid run_id='{RUN}': a run id of its own.*from {src}") as info:
+        engine.run(request(other, dst, launcher=lambda record: launched.append(record.run_id)), Progress())
+    assert info.value.exit_code == 2 and launched == []
+    assert {p: os.stat(dst / p).st_mtime_ns for p in tree_paths(dst)} == before  # the run is kept as it was
+    # Its own source resumes it.
+    assert engine.run(request(src, dst), Progress()).copied == 3
