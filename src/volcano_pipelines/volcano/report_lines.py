@@ -203,12 +203,16 @@ class ProgressTracker:
     _seen: dict[tuple[str, int], float] = field(default_factory=dict)
     state: TrainingProgress = field(default_factory=TrainingProgress)
     _new_attempt: bool = False
+    # A new attempt's first checkpoint is taken even when lower than the last one shown (code
+    # that does not resume starts again from 0), whatever the order of its first lines.
+    _new_checkpoints: bool = False
     # (step, time) of the resume lines already taken, so a re-read never moves the step back.
     _resumes: list[tuple[int, float | None]] = field(default_factory=list)
 
     def restarted(self) -> None:
         self._base = None
         self._new_attempt = True
+        self._new_checkpoints = True
 
     def observe(self, reports: Iterable[Report], now: float) -> bool:
         """Take one read's reports; True when what the step shows changed."""
@@ -230,7 +234,10 @@ class ProgressTracker:
                                   updated=when)
                 self._new_attempt = False
             elif report.kind == "checkpoint":
-                if state.checkpoint_step is None or report.step >= state.checkpoint_step or self._new_attempt:
+                if state.checkpoint_step is None or report.step >= state.checkpoint_step or self._new_checkpoints:
+                    # (The old attempt's last lines, read again while it restarts, are not new.)
+                    if (report.step, report.path) != (state.checkpoint_step, state.checkpoint_path):
+                        self._new_checkpoints = False
                     state = _with(state, checkpoint_step=report.step, checkpoint_path=report.path,
                                   checkpoint_time=when)
             else:

@@ -133,6 +133,28 @@ def test_a_restarted_job_says_where_it_resumed() -> None:
     assert any(s.resumed_from_step == 300 for s in progress.training_states)
 
 
+def test_a_restart_without_a_resume_line_shows_the_new_attempts_checkpoint_and_steps() -> None:
+    """Code that cannot resume starts again from 0 after a restart: the step shows the new
+    attempt's lower checkpoint (not the old attempt's higher one) as soon as it is written."""
+    clock = FakeClock()
+
+    def new_pod(backend: MemoryBackend) -> None:
+        backend.logs[CHIEF] = ""
+
+    script: list[object] = [
+        running(), say("vpipe:progress step=800 total=1000", "vpipe:checkpoint step=800 path=/c/800"), None, None,
+        None, job("Restarting", retries=1), new_pod, running(retries=1),
+        say("vpipe:progress step=100 total=1000", "vpipe:checkpoint step=100 path=/c/100"), None, None, None,
+        job("Completed", retries=1),
+    ]
+    backend = Annotating(script, clock)
+    progress = RecordingProgress()
+    result = wait(backend, clock, progress, interval_seconds=5)
+    assert result.retries == 1 and result.resumed_from_step is None
+    assert result.last_checkpoint is not None and result.last_checkpoint["step"] == 100, result.last_checkpoint
+    assert result.progress is not None and result.progress["step"] == 100
+
+
 def test_the_watch_window_shortens_to_the_next_read_only_while_it_runs() -> None:
     clock = FakeClock()
     backend = Annotating([job("Pending"), None, running(), None, None, job("Completed")], clock, tick=2.0)

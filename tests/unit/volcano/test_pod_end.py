@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from volcano_pipelines.volcano.status import ended_before_start, pod_end, pod_failure, restart_cause
+from volcano_pipelines.volcano.status import PodEnd, ended_before_start, pod_end, pod_failure, restart_cause
 
 
 def pod(name: str = "j-worker-0", *, task: str = "worker", exit_code: int | None = None, reason: str = "Error",
@@ -111,3 +111,16 @@ def test_a_named_end_is_the_cause_before_a_bare_deletion_seen_earlier() -> None:
     assert evicted is not None and evicted.cause == "evicted"
     assert restart_cause([deleted, evicted]) == evicted
     assert restart_cause([deleted]) == deleted  # with nothing better, the deletion is the cause
+
+
+def test_a_named_end_is_the_cause_even_when_the_deletion_is_timed_earlier() -> None:
+    """The order is by kind first: a deletion seen seconds before the named end (the job's own
+    restart deleting the other pods while the evicted pod's status is still on its way) is
+    not the cause; between two named ends, the earlier one is."""
+    deleted = PodEnd("j-ps-0", "ps", "deleted", at="2026-01-01T00:00:01Z")
+    evicted = PodEnd("j-worker-0", "worker", "evicted", exit_code=137, at="2026-01-01T00:00:09Z")
+    oom = PodEnd("j-worker-1", "worker", "OOM killed", exit_code=137, at="2026-01-01T00:00:05Z")
+    assert restart_cause([deleted, evicted]) == evicted
+    assert restart_cause([evicted, deleted]) == evicted
+    assert restart_cause([deleted, evicted, oom]) == oom
+    assert restart_cause([PodEnd("j-worker-0", "worker", "evicted"), oom]) == oom  # an unknown time goes last
