@@ -2,12 +2,13 @@
 controller, every pod on the real node: the step pod lists HDFS (WebHDFS, `hdfs_for_pods`) and
 the destination, plans once and writes three partitions under `<dst>/.vpipe/runs/<run-id>/`,
 finds the destination's claim from its own pod, and starts one Volcano Job of three copy pods
-(the runtime image, PodSecurity `restricted`) that mount that claim. Then both faults at once:
+(the runtime image, PodSecurity `restricted`) that mount that claim. Then three faults at once:
 the step's own pod is deleted once the copy job exists (the step keeps the job and exits 3;
-Argo runs the step again, which finds the run's plan and attaches to the same job), and one copy
-pod is evicted as soon as it runs (Volcano restarts the job). The run converges: the
-destination equals the source, every file is in exactly one shard manifest, nothing temporary
-is left, and the step's report names the three pods."""
+Argo runs the step again, which finds the run's plan and attaches to the same job), one copy
+pod is evicted as soon as it runs (Volcano restarts the job), and a source file is rewritten
+after the plan (its pod catches the change). The run converges: the destination equals the
+source as it is at the end (the rewritten file as rewritten), every file is in exactly one
+shard manifest, nothing temporary is left, and the step's report names the three pods."""
 
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ from volcano_pipelines.volcano.copyjob import copy_job_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers, pytest.mark.hdfs,
               pytest.mark.gluster, pytest.mark.timeout(900)]
+
+
+CHANGED = "small/1/f005.txt"  # rewritten after the plan, before its pod copies it
+REWRITTEN = b"rewritten after the plan\n" * 7
 
 
 def dataset() -> dict[str, bytes]:
@@ -107,6 +112,11 @@ def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_w
             return found
 
         first = wait_for(f"the copy job {job}", copy_job, timeout=240)
+        # The plan (sizes and mtimes) is in the partitions now and the copy pods are only being
+        # made: a source file rewritten here is caught by its pod (the size differs from the
+        # plan's) and copied as the source holds it then, not as planned.
+        put_tree(hdfs_for_pods.client(), f"/datasets/{namespace}", {CHANGED: REWRITTEN})
+        files[CHANGED] = REWRITTEN
         [step] = [p for p in step_pods(core, namespace, name) if p.status.phase == "Running"]
         watched = ExitWatch(core, namespace, step.metadata.name, step.metadata.uid)
         time.sleep(1)  # the watch is open before the deletion
