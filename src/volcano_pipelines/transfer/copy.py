@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO
 
+from volcano_pipelines.transfer.durability import FlushBehind
+
 __all__ = ["Abandoned", "DestinationError", "SourceChanged", "copy_stream", "keep_freed_memory", "hash_file", "hash_stream", "new_digest", "plan_ranges"]
 
 # A range read in parallel is at least this long: below it the extra stream's set-up (a
@@ -157,12 +159,44 @@ def copy_stream(
 ) -> tuple[int, int]:
     """Copy the listed `size` bytes of `stream` into `fd` (a new, empty file). Returns
     (bytes written, reads): more than one read means the file was not read in one piece.
-    `flush_every` > 0: fdatasync each time that many more bytes were written, so the
-    destination writes them to disk while the copy goes on instead of all at the final
-    fsync. Raises SourceChanged when the source does not hold `size` bytes, Abandoned on
-    a second Ctrl-C, DestinationError for a write error, OSError for a read error."""
-    if flush_every and size > flush_every:
-        on_bytes = _flushing(fd, flush_every, on_bytes)
+    `flush_every` > 0: durability.FlushBehind. Raises SourceChanged when the source does not
+    hold `size` bytes, Abandoned on a second Ctrl-C, DestinationError for a write error (an
+    early flush's included), OSError for a read error."""
+    if not flush_every or size <= flush_every:
+        return _copy(stream, fd, size, chunk_size, streams, pool, on_bytes, abandon, digest)
+    behind = FlushBehind(fd, flush_every)
+
+    def flushing(n: int, report: OnBytes = on_bytes) -> None:
+        report(n)
+        try:
+            behind.wrote(n)
+        except OSError as err:
+            raise DestinationError(err) from err
+
+    try:
+        result = _copy(stream, fd, size, chunk_size, streams, pool, flushing, abandon, digest)
+    except BaseException:
+        behind.finish(raise_error=False)
+        raise
+    try:
+        behind.finish()
+    except OSError as err:
+        raise DestinationError(err) from err
+    return result
+
+
+def _copy(
+    stream: Any,
+    fd: int,
+    size: int,
+    chunk_size: int,
+    streams: int,
+    pool: ThreadPoolExecutor | None,
+    on_bytes: OnBytes,
+    abandon: threading.Event,
+    digest: Any | None,
+) -> tuple[int, int]:
+    """copy_stream's paths, by what the source offers."""
     range_reader = getattr(stream, "range_reader", None)
     if range_reader is not None and size > chunk_size:
         ranges = plan_ranges(size, 1 if digest is not None or pool is None else streams)
@@ -271,28 +305,6 @@ def _check_range(abandon: threading.Event, halt: threading.Event, written: int, 
         raise SourceChanged("stopped: another range of the file failed")
     if written > length:
         raise SourceChanged(f"more than the {length} bytes asked for")
-
-
-def _flushing(fd: int, every: int, inner: OnBytes) -> OnBytes:
-    """`inner`, plus an fdatasync of `fd` after every `every` bytes (by whichever range
-    thread crossed the mark)."""
-    lock = threading.Lock()
-    since = [0]
-
-    def on_bytes(n: int) -> None:
-        inner(n)
-        with lock:
-            since[0] += n
-            due = since[0] >= every
-            if due:
-                since[0] = 0
-        if due:
-            try:
-                os.fdatasync(fd)
-            except OSError as err:
-                raise DestinationError(err) from err
-
-    return on_bytes
 
 
 def _outcome(job: Future[int]) -> int | BaseException:

@@ -28,7 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_DURABILITY", "MODES", "Committer", "fs_type", "syncfs", "syncfs_honoured"]
+__all__ = ["DEFAULT_DURABILITY", "MODES", "Committer", "FlushBehind", "fs_type", "syncfs", "syncfs_honoured"]
 log = logging.getLogger(__name__)
 
 MODES = ("file", "batch", "none")
@@ -191,3 +191,59 @@ class Committer:
         self._slots.release()
         self.done(result)
         p.future.set_result(result)
+
+
+class FlushBehind:
+    """fdatasync of `fd` each time `every` more bytes were written, in a thread beside the
+    copy: the range threads go on writing while the destination (on GlusterFS: the brick,
+    through one FSYNC) puts the earlier bytes on disk, so the final flush before the rename
+    has only the last stretch left. A flush that comes due while one runs is one more flush
+    after it, not one per mark. `finish()` waits for the flush in flight (the descriptor is
+    closed after it) and skips one not yet started: the final flush covers it."""
+
+    def __init__(self, fd: int, every: int) -> None:
+        self._fd, self._every = fd, every
+        self._lock = threading.Lock()
+        self._since = 0
+        self._due = threading.Event()
+        self._done = False
+        self._error: OSError | None = None
+        self._thread: threading.Thread | None = None
+
+    def wrote(self, n: int) -> None:
+        """`n` more bytes are in the file (any range thread). Raises the OSError of a flush
+        that failed: the copy stops at the first."""
+        if self._error is not None:
+            raise self._error
+        with self._lock:
+            self._since += n
+            if self._since < self._every:
+                return
+            self._since = 0
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="flush-behind", daemon=True)
+                self._thread.start()
+        self._due.set()
+
+    def _run(self) -> None:
+        while True:
+            self._due.wait()
+            self._due.clear()
+            if self._done:
+                return
+            try:
+                os.fdatasync(self._fd)
+            except OSError as err:
+                self._error = err
+                return
+
+    def finish(self, raise_error: bool = True) -> None:
+        """Stop; raise the OSError of an early flush that failed (`raise_error`)."""
+        with self._lock:
+            self._done = True
+            thread = self._thread
+        self._due.set()
+        if thread is not None:
+            thread.join()
+        if raise_error and self._error is not None:
+            raise self._error

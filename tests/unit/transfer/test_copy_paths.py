@@ -148,3 +148,96 @@ def test_a_batch_whose_rename_fails_reports_that_file_and_removes_its_temporary_
     assert "Input/output error" in (outcomes["b"].error or "")
     assert read_tree(dst) == {"a": b"a" * 10, "c": b"c" * 10} and temp_files(dst) == []
     assert sorted(done) == [("a", "copied"), ("b", "failed"), ("c", "copied")]  # each reported once
+
+
+def _flush_recorder(monkeypatch: pytest.MonkeyPatch, delay: float = 0.0, error: OSError | None = None) -> list[tuple[int, str, float, float]]:
+    """os.fdatasync in transfer/copy.py replaced: records (bytes in the file then, thread
+    name, start, end) of every call; sleeps `delay`; raises `error` when given."""
+    import time
+
+    calls: list[tuple[int, str, float, float]] = []
+
+    def fdatasync(fd: int) -> None:
+        started = time.monotonic()
+        size = os.fstat(fd).st_size
+        time.sleep(delay)
+        calls.append((size, threading.current_thread().name, started, time.monotonic()))
+        if error is not None:
+            raise error
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    return calls
+
+
+def _copy_big(tmp_path: Path, size: int, flush_every: int, streams: int = 1, pace: float = 0.0) -> tuple[float, bytes]:
+    """Copy `size` random bytes with copy_stream; `pace`: seconds per 64 KiB packet written
+    (a copy that takes a while). Returns when it returned and the bytes."""
+    import time
+
+    data = os.urandom(size)
+    (tmp_path / "src").write_bytes(data)
+    fd = os.open(tmp_path / "dst", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        with _RangeReader(str(tmp_path / "src"), []) as reader, ThreadPoolExecutor(4) as pool:
+            copy_stream(reader, fd, size, chunk_size=64 << 10, streams=streams, pool=pool,
+                        on_bytes=lambda n: time.sleep(pace), abandon=threading.Event(), flush_every=flush_every)
+        returned = time.monotonic()
+    finally:
+        os.close(fd)
+    assert (tmp_path / "dst").read_bytes() == data
+    return returned, data
+
+
+def test_a_large_file_is_flushed_behind_the_copy_in_a_thread_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`file` / `batch`: the bytes already written go to disk while the copy goes on (the final
+    flush before the rename has only the rest left); the writing thread does not wait for them."""
+    calls = _flush_recorder(monkeypatch, delay=0.05)
+    returned, _ = _copy_big(tmp_path, 8 << 20, flush_every=1 << 20, pace=0.002)
+    assert calls, "no early flush"
+    assert all(name == "flush-behind" for _, name, _, _ in calls)
+    assert any(size < (8 << 20) for size, _, _, _ in calls)  # while the copy was still writing
+    # Marks that came due while a flush ran are one flush after it, not one per mark.
+    assert len(calls) < 8
+    assert max(end for _, _, _, end in calls) <= returned  # the descriptor is closed after the last one
+
+
+def test_no_early_flush_for_a_file_under_the_mark_or_when_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _flush_recorder(monkeypatch)
+    _copy_big(tmp_path, 3 << 20, flush_every=4 << 20)
+    _copy_big(tmp_path, 3 << 20, flush_every=0)
+    assert calls == []
+
+
+def test_a_failed_early_flush_fails_the_copy_as_a_destination_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    _flush_recorder(monkeypatch, error=OSError(errno.EIO, "Input/output error"))
+    with pytest.raises(copy_mod.DestinationError) as info:
+        _copy_big(tmp_path, 8 << 20, flush_every=1 << 20, streams=4)
+    assert info.value.errno == errno.EIO
+
+
+def test_the_executor_flushes_large_files_early_unless_durability_is_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    calls = _flush_recorder(monkeypatch)
+    write = copy_mod._pwrite_all
+
+    def slow_write(*args: object) -> None:  # a copy that takes a while (an early flush not yet
+        time.sleep(0.002)                     # started when the copy ends is left to the final one)
+        write(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(copy_mod, "_pwrite_all", slow_write)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "big.bin").write_bytes(os.urandom(3 << 20))
+    source = _RangeSource(str(src))
+    for durability, flushed in (("none", False), ("batch", True), ("file", True)):
+        dst = tmp_path / durability
+        dst.mkdir()
+        calls.clear()
+        entries, refused = source.list()
+        Executor(source, str(dst), Options(chunk_size=1 << 20, durability=durability, flush_every=1 << 20)).run(
+            build_plan(entries, [], rejected=refused))
+        assert read_tree(dst) == read_tree(src)
+        assert bool(calls) == flushed, durability
