@@ -18,7 +18,6 @@ import http.server
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ import urllib.request
 from pathlib import Path
 
 from volcano_pipelines.errors import VpipeError
+from volcano_pipelines.local.ports import free_port
 from volcano_pipelines.local.processes import supervised_popen
 from volcano_pipelines.manifest import to_yaml
 from volcano_pipelines.progress import LineProgress
@@ -65,12 +65,6 @@ def serve_directory(directory: Path) -> tuple[http.server.ThreadingHTTPServer, s
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(directory)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}/"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Stopped(Exception):
@@ -171,6 +165,7 @@ def run_locally(workdir: Path, keep_tensorboard: bool) -> int:
             f"{synced.skipped} already there)",
             f"job            {result.namespace}/{result.name}: {result.phase} in {result.duration_seconds or 0:.1f}s, "
             f"{result.retries} restart(s)",
+            *(f"restarted      {entry.get('text', entry)}" for entry in result.restarts),
             "tasks          " + "; ".join(
                 f"{t}: " + (", ".join(f"{n} {state}" for state, n in c.items() if n) or "stopped by CompleteJob")
                 for t, c in result.tasks.items()),

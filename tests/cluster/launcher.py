@@ -16,7 +16,6 @@ import ctypes
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from typing import Any
 from collections.abc import Callable
 
 import yaml
+from volcano_pipelines.local.ports import free_port
 
 from tests.cluster import build
 
@@ -77,12 +77,6 @@ class NodeShape:
     memory: str = "32Gi"
     gpus: int = 2
     pods: int = 110
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _set_parent_death_signal() -> None:

@@ -9,7 +9,6 @@ node's tests (tests/node) run the same images as pods."""
 from __future__ import annotations
 
 import json
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -26,6 +25,7 @@ from tests.images.fixtures import Images
 from volcano_pipelines import __version__
 from volcano_pipelines.images import IMAGES
 from volcano_pipelines.local.plan import expand
+from volcano_pipelines.local.ports import free_port
 from volcano_pipelines.steps import render_mpi, render_tf
 
 pytestmark = pytest.mark.containers
@@ -144,14 +144,8 @@ def test_mpi_trainer_allreduces_and_starts_sshd(images: Images) -> None:
     assert check.stdout.strip() == "/etc/ssh/ssh_host_ed25519_key"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_tensorboard_serves_the_logs(images: Images, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     logs = tmp_path / "logs"
     logs.mkdir(mode=0o777)
     started = images.run("tensorboard", "--logdir", "/logs", "--host", "127.0.0.1", "--port", str(port),
@@ -180,7 +174,7 @@ def test_tfserving_standin_reports_the_version_directories_and_predicts(images: 
     """The stand-in (test-only) started with the flags `vpipe serve` gives TF Serving: a model
     status that follows the numbered directories under the base path (latest policy), 404
     before any version and for an unknown model, :predict with TF Serving's request checks."""
-    port = _free_port()
+    port = free_port()
     base = tmp_path / "export" / "m"
     base.mkdir(parents=True)
     for path in (tmp_path, base.parent, base):

@@ -80,7 +80,10 @@ def test_volcano_job_ps_worker_completes(cluster, namespace: str) -> None:
     group = wait_for("PodGroup", podgroup, timeout=30)
     assert group["spec"]["minMember"] == 3
 
-    # Watch pod phases until the job ends; kwok runs workers for ~3 s, so polling sees them.
+    # Sample pod phases until the job ends (kwok runs workers for ~3 s, so a sample sees them
+    # running). The job's phase is read before the pods are listed: once it reads Completed,
+    # that listing comes after the workers succeeded and shows their last phase (they are
+    # kept), however long the machine paused between two samples.
     seen: dict[str, set[str]] = {}
     pods_by_name: dict[str, Any] = {}
     config_maps: dict[str, dict[str, str]] = {}
@@ -91,6 +94,7 @@ def test_volcano_job_ps_worker_completes(cluster, namespace: str) -> None:
         return job.get("status", {}).get("state", {}).get("phase", "")
 
     def finished() -> bool:
+        phase = job_phase()
         for pod in core.list_namespaced_pod(namespace).items:
             seen.setdefault(pod.metadata.name, set()).add(pod.status.phase)
             pods_by_name[pod.metadata.name] = pod
@@ -99,7 +103,7 @@ def test_volcano_job_ps_worker_completes(cluster, namespace: str) -> None:
             config_maps[cm.metadata.name] = cm.data or {}
         for svc in core.list_namespaced_service(namespace).items:
             services[svc.metadata.name] = svc
-        return job_phase() == "Completed"
+        return phase == "Completed"
 
     wait_for("job Completed", finished, timeout=120)
 

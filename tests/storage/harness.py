@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from volcano_pipelines.local.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 CACHE_ROOT = Path(os.environ.get("VPIPE_CACHE", Path.home() / ".cache" / "volcano-pipelines"))
@@ -41,12 +42,6 @@ JAVA_OPENS = ("java.lang", "java.lang.reflect", "java.util", "java.util.concurre
 
 class Unavailable(Exception):
     """The system cannot be had on this machine (the message says why, in one line)."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---------------------------------------------------------------------------- HDFS

@@ -15,7 +15,6 @@ import os
 import queue
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ from typing import Any
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.local import plan as planning
 from volcano_pipelines.local.files import write_whole
+from volcano_pipelines.local.ports import port_allocator
 from volcano_pipelines.local.processes import PodProcess, stop_pods, supervised_popen
 from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL, VOLCANO_TASK_LABEL
 
@@ -48,12 +48,6 @@ STANDIN_SCRIPT = str(Path(planning.__file__).with_name("sshd_standin.py"))
 
 def rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((planning.LOCAL_ADDRESS, 0))
-        return int(sock.getsockname()[1])
 
 
 def validate(manifest: Mapping[str, Any]) -> None:
@@ -376,7 +370,7 @@ class JobRunner:
         names = [planning.pod_name(self.name, t, i) for t, n in planning.tasks_of(self._job) for i in range(n)]
         uids = {pod: str(uuid.uuid4()) for pod in names}
         plans = planning.plan_job(self._job, layout, pod_uids=uids, base_env=self._base_env, python=sys.executable,
-                                  sshd_standin=STANDIN_SCRIPT, allocate_port=free_port)
+                                  sshd_standin=STANDIN_SCRIPT, allocate_port=port_allocator(planning.LOCAL_ADDRESS))
         svc_dir = Path(layout.svc_dir)
         svc_dir.mkdir(parents=True, exist_ok=True)
         for filename, content in {**planning.svc_files(self._job), "nodes": planning.nodes_file()}.items():
