@@ -87,7 +87,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model_name", default="tiny")
     parser.add_argument("--threads", type=int, default=0, help="TensorFlow intra/inter-op threads (0: TensorFlow decides)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max_steps_per_second", type=float, default=0.0,
+                        help="tf2: pause between blocks of steps so that training runs no faster than this "
+                             "(0: as fast as it can); for demos and tests that watch progress for a while")
     args = parser.parse_args(argv)
+    if not args.max_steps_per_second >= 0:
+        parser.error(f"--max_steps_per_second must be 0 or more, got {args.max_steps_per_second}")
     for flag in ("steps", "batch_size", "checkpoint_every", "log_every"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag} must be at least 1, got {getattr(args, flag)}")

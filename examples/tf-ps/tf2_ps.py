@@ -97,7 +97,7 @@ def coordinate(tf, resolver, args: argparse.Namespace) -> int:
         return strategy.distribute_datasets_from_function(dataset_fn)
 
     iterator = iter(coordinator.create_per_worker_dataset(per_worker_dataset_fn))
-    rate = args.learning_rate
+    learning_rate = args.learning_rate
 
     @tf.function
     def train_step(it):
@@ -106,7 +106,7 @@ def coordinate(tf, resolver, args: argparse.Namespace) -> int:
             with tf.GradientTape() as tape:
                 loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=model(tf, x)))
             for variable, grad in zip(model.variables, tape.gradient(loss, model.variables)):
-                variable.assign_sub(rate * grad)
+                variable.assign_sub(learning_rate * grad)
             global_step.assign_add(1)
             return loss
 
@@ -131,8 +131,9 @@ def coordinate(tf, resolver, args: argparse.Namespace) -> int:
         with writer.as_default():
             tf.summary.scalar("loss", loss, step=step)
         common.log(f"step {step}: batch loss {loss:.4f}")
-        rate = block * args.batch_size / max(time.monotonic() - began, 1e-6)
-        common.report("progress", step=step, total=args.steps, loss=f"{loss:.4f}", examples_per_second=f"{rate:.1f}")
+        throughput = block * args.batch_size / max(time.monotonic() - began, 1e-6)
+        common.report("progress", step=step, total=args.steps, loss=f"{loss:.4f}",
+                      examples_per_second=f"{throughput:.1f}")
         if step % args.checkpoint_every == 0 or step >= args.steps or stop.requested:
             path = manager.save(checkpoint_number=step)
             common.report("checkpoint", step=step, path=path)
@@ -140,6 +141,9 @@ def coordinate(tf, resolver, args: argparse.Namespace) -> int:
             writer.flush()
             common.log(f"chief: SIGTERM; checkpoint written at step {step}, exiting")
             return common.EXIT_SIGTERM
+        if args.max_steps_per_second > 0:
+            # Paced: the block takes at least block / max_steps_per_second seconds.
+            time.sleep(max(0.0, block / args.max_steps_per_second - (time.monotonic() - began)))
     writer.flush()
 
     weights, bias = model.w.numpy(), model.b.numpy()
