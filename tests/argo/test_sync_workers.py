@@ -1,12 +1,20 @@
 """`sync --workers 3` through the shipped `vpipe-sync` WorkflowTemplate under Argo's real
-controller, every pod on the real node: the step pod lists HDFS (WebHDFS, `hdfs_for_pods`) and
-the destination, plans once and writes three partitions under `<dst>/.vpipe/runs/<run-id>/`,
-finds the destination's claim from its own pod, and starts one Volcano Job of three copy pods
-(the runtime image, PodSecurity `restricted`) that mount that claim. Then three faults at once:
+controller, every pod on the real node: the step pod lists HDFS over its RPC protocol
+(`hdfs://`, `hdfs_for_pods`) and the destination, plans once and writes three partitions under
+`<dst>/.vpipe/runs/<run-id>/`, finds the destination's claim and the Hadoop configuration's
+ConfigMap from its own pod, and starts one Volcano Job of three copy pods (the runtime image,
+PodSecurity `restricted`) that mount both and read the blocks from the DataNode. The Hadoop
+configuration is what makes that work: the DataNode is 127.0.0.1 to the NameNode, and only
+`dfs.client.use.datanode.hostname` (in the ConfigMap, given to the step as `--hadoop-conf-dir`)
+sends the pods to its name, which resolves to this machine for them; a copy pod without it
+could read nothing. (WebHDFS from copy pods: the MPI pipeline in test_pipelines.py.) Then
+three faults at once:
 the step's own pod is deleted once the copy job exists (the step keeps the job and exits 3;
-Argo runs the step again, which finds the run's plan and attaches to the same job), one copy
-pod is evicted as soon as it runs (Volcano restarts the job), and a source file is rewritten
-after the plan (its pod catches the change). The run converges: the destination equals the
+Argo runs the step again, which finds the run's plan and attaches to the same job), the copy
+pod whose partition holds a 256 MiB file is evicted with no grace period while that file exists
+only under its temporary name, and is seen gone with the file still unfinished (killed
+mid-file; Volcano restarts the job), and a source file is rewritten after the plan (its pod
+catches the change). The run converges: the destination equals the
 source as it is at the end (the rewritten file as rewritten), every file is in exactly one
 shard manifest, nothing temporary is left, and the step's report names the three pods."""
 
@@ -25,12 +33,13 @@ from kubernetes import client
 from tests.argo import support
 from tests.argo.test_faults import jobs, step_pods, submit_from_template
 from tests.argo.test_workflows import _why, wait_finished, workflow
-from tests.helpers.evict import Evictor
+from tests.helpers.evict import evict
 from tests.integration.waiting import wait_for
 from tests.node.test_training import _host_path_pvc, toleration
 from tests.storage.fixtures import POD_HDFS_NAME
 from tests.storage.trees import put_tree, read_tree, temp_files
-from volcano_pipelines.transfer.partition import run_dir
+from volcano_pipelines.transfer.partition import load_part, run_dir
+from volcano_pipelines.transfer.plan import is_temp_name
 from volcano_pipelines.volcano.copyjob import copy_job_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers, pytest.mark.hdfs,
@@ -38,14 +47,91 @@ pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.contain
 
 
 CHANGED = "small/1/f005.txt"  # rewritten after the plan, before its pod copies it
+CONF_DIR = "/etc/hadoop/conf"  # where the step pod mounts the ConfigMap (and the copy pods, from it)
+HDFS_SITE = """<?xml version="1.0"?>
+<configuration>
+  <property><name>dfs.client.use.datanode.hostname</name><value>true</value></property>
+</configuration>
+"""
+# The step pod's ConfigMap volume, added to the shipped template's pod (Argo's podSpecPatch).
+CONF_PATCH = {"volumes": [{"name": "hadoop-conf", "configMap": {"name": "hadoop-conf"}}],
+              "containers": [{"name": "main", "volumeMounts": [{"name": "hadoop-conf", "mountPath": CONF_DIR,
+                                                                  "readOnly": True}]}]}
 REWRITTEN = b"rewritten after the plan\n" * 7
 
 
+HUGE = "huge/weights.bin"  # one partition's file, long enough in the copy to be caught half-way
+
+
 def dataset() -> dict[str, bytes]:
-    """Large files (each pod's share takes a while) and small ones in a few directories."""
-    files = {f"big/part-{i}.bin": os.urandom(12 << 20) for i in range(4)}
+    """A large file, middling ones and small ones in a few directories."""
+    files = {HUGE: os.urandom(256 << 20)}
+    files.update({f"big/part-{i}.bin": os.urandom(12 << 20) for i in range(4)})
     files.update({f"small/{i % 4}/f{i:03d}.txt": os.urandom(1000 + i) for i in range(40)})
     return files
+
+
+class MidFileEvictor:
+    """Evicts, with no grace period, the copy pod whose partition holds HUGE while that file is
+    on the volume only under its temporary name, waits until that pod incarnation is gone, and
+    then looks again: the file has no final name yet, so the pod died in the middle of it (its
+    replacement cannot have started: Volcano's restart waits for the old pods to go)."""
+
+    def __init__(self, core: Any, namespace: str, dest: Path, run_id: str, job: str, parts: int) -> None:
+        self.core, self.namespace, self.dest, self.run_id, self.job, self.parts = core, namespace, dest, run_id, job, parts
+        self.evicted: str | None = None  # the pod
+        self.seen_temp: str | None = None  # HUGE's temporary file, present at the eviction
+        self.unfinished_after: bool | None = None  # no final name once the pod was gone
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _pod_of_huge(self) -> str | None:
+        for index in range(self.parts):
+            try:
+                if any(item.path == HUGE for item in load_part(str(self.dest), self.run_id, index)):
+                    return f"{self.job}-copy-{index}"
+            except (OSError, ValueError):
+                return None  # not written yet
+        return None
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                folder = self.dest / Path(HUGE).parent
+                temps = [n for n in os.listdir(folder) if is_temp_name(n)] if folder.is_dir() else []
+                pod_name = self._pod_of_huge() if temps and not (self.dest / HUGE).exists() else None
+                if pod_name is not None:
+                    pod = self.core.read_namespaced_pod(pod_name, self.namespace)
+                    if pod.status.phase == "Running" and not pod.metadata.deletion_timestamp:
+                        evict(self.core, self.namespace, pod_name, 0)
+                        self.evicted, self.seen_temp = pod_name, temps[0]
+                        self._wait_gone(pod_name, pod.metadata.uid)
+                        self.unfinished_after = not (self.dest / HUGE).exists()
+                        return
+                time.sleep(0.05)
+        except Exception as err:  # noqa: BLE001 - asserted by the test
+            self.error = f"{type(err).__name__}: {err}"
+
+    def _wait_gone(self, name: str, uid: str) -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                pod = self.core.read_namespaced_pod(name, self.namespace)
+            except client.ApiException as err:
+                if err.status == 404:
+                    return
+                raise
+            if pod.metadata.uid != uid or any(
+                    st.state and st.state.terminated for st in pod.status.container_statuses or []):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"{name} still running 120 s after its eviction")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=130)
 
 
 class ExitWatch:
@@ -87,23 +173,26 @@ def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_w
     objects = support.base_objects(namespace)
     support.apply_objects(api, namespace, objects)
     support.apply_objects(api, namespace, support.load("pipelines/argo/sync.yaml"))
-    support.external_name(api, namespace, POD_HDFS_NAME, real_node.gateway_ip, hdfs_for_pods.http_port)
+    support.external_name(api, namespace, POD_HDFS_NAME, real_node.gateway_ip, hdfs_for_pods.rpc_port)
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "hadoop-conf"},
+                                                  "data": {"hdfs-site.xml": HDFS_SITE}})
     files = dataset()
     put_tree(hdfs_for_pods.client(), f"/datasets/{namespace}", files)
     volume = gluster.fresh_dir(f"{namespace}-workers")
     volume.chmod(0o777)  # the images' uid 1000 writes (a hostPath PV has no fsGroup)
     _host_path_pvc(core, namespace, "data", volume, real_node.name)
-    evictor: Evictor | None = None
+    evictor: MidFileEvictor | None = None
     try:
         name = submit_from_template(api, namespace, real_node, "vpipe-sync", "sync-workers-", {
-            "src": f"webhdfs://{POD_HDFS_NAME}:{hdfs_for_pods.http_port}/datasets/{namespace}",
+            "src": f"hdfs://{POD_HDFS_NAME}:{hdfs_for_pods.rpc_port}/datasets/{namespace}",
+            "hadoop-conf-dir": CONF_DIR,
             "dst": "/data/ds", "data-pvc": "data", "workers": "3", "shards": "3",
             "node-selector": f"{real_node.label}={real_node.label_value}", "tolerations": toleration(real_node),
-            "cpu": "100m", "memory": "512Mi", "queue": "default"})
+            "cpu": "100m", "memory": "512Mi", "queue": "default"}, podSpecPatch=json.dumps(CONF_PATCH))
         run_id = workflow(api, namespace, name)["metadata"]["uid"]
         job = copy_job_name(run_id)
-        # Evicted the moment it runs: the partition is retried by Volcano's restart of the job.
-        evictor = Evictor(cluster, namespace, f"{job}-copy-1", grace=0, after=0.0)
+        # Killed mid-file: the partition is retried by Volcano's restart of the job.
+        evictor = MidFileEvictor(core, namespace, volume / "ds", run_id, job, parts=3)
         def copy_job() -> dict[str, Any] | None:
             found = jobs(api, namespace).get(job)
             run = workflow(api, namespace, name)
@@ -126,7 +215,9 @@ def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_w
         evictor.stop()
         assert finished["status"]["phase"] == "Succeeded", _why(finished)
         copied = jobs(api, namespace)[job]
-        assert evictor.evicted, "copy pod 1 was never seen running"
+        assert evictor.error is None, evictor.error
+        assert evictor.evicted, f"no copy pod was seen writing {HUGE}"
+        assert evictor.unfinished_after, f"{evictor.evicted} finished {HUGE} before it was gone"
         assert copied["status"]["state"]["phase"] == "Completed"
         assert copied["status"].get("retryCount", 0) >= 1, copied["status"]
         # The lost step kept the job (exit 3: retried); the step that ran again attached to it.
@@ -134,6 +225,12 @@ def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_w
         # one lost later as a new node (tests/argo/test_lost_pod.py): either way the step runs again.
         assert lost == 3, lost
         assert copied["metadata"]["uid"] == first["metadata"]["uid"]  # attached to, not made again
+        # The copy pods mount the step pod's ConfigMap where the step has it, read-only.
+        [task] = copied["spec"]["tasks"]
+        pod_spec = task["template"]["spec"]
+        [conf] = [v for v in pod_spec.get("volumes", []) if (v.get("configMap") or {}).get("name") == "hadoop-conf"]
+        mounts = [m for c in pod_spec["containers"] for m in c.get("volumeMounts", []) if m["name"] == conf["name"]]
+        assert [(m["mountPath"], m.get("readOnly")) for m in mounts] == [(CONF_DIR, True)], mounts
     finally:
         if evictor is not None:
             evictor.stop()

@@ -51,10 +51,11 @@ def hdfs_ha() -> Iterator[MiniHdfs]:
 
 @pytest.fixture(scope="session")
 def hdfs_for_pods() -> Iterator[MiniHdfs]:
-    """A MiniDFSCluster for clients in pods, over WebHDFS: its NameNode's HTTP server and its
-    DataNode listen on all addresses, and WebHDFS redirects name the DataNode POD_HDFS_NAME,
-    which the test makes resolve to the real node's gateway for its pods. From this host it
-    is the same as `hdfs` (.client() over RPC on loopback)."""
+    """A MiniDFSCluster for clients in pods: its NameNode (RPC and HTTP) and its DataNode listen
+    on all addresses, and the DataNode is named POD_HDFS_NAME, which the test makes resolve to
+    the real node's gateway for its pods. WebHDFS redirects carry that name; an `hdfs://` client
+    in a pod needs `dfs.client.use.datanode.hostname` to use it (the NameNode knows the DataNode
+    as 127.0.0.1). From this host it is the same as `hdfs` (.client() over RPC on loopback)."""
     yield from _running_hdfs(ha=False, datanode_hostname=POD_HDFS_NAME)
 
 

@@ -1,19 +1,26 @@
 """Ports for the servers the local backend's tasks start (TF gRPC servers, the sshd stand-in,
-TensorBoard): free now, and not one the kernel hands out to outgoing connections meanwhile.
+TensorBoard): free now, and still free when the task binds them seconds later.
 
-A port from bind(("127.0.0.1", 0)) is free when asked for, but it comes from the kernel's
-ephemeral range, the same range every outgoing connection on the machine takes its source port
-from; a task binds its port seconds later (after importing TensorFlow), and a connection made in
-between (another task of the same job dialling its parameter server, a test's API client) can
-hold that very port: the task then fails to bind and the job restarts. Ports just below the
-ephemeral range are never given to outgoing connections, so a port picked there and found free
-stays free unless another program binds it on purpose."""
+Two ways a port found free is lost before its server binds it (after importing TensorFlow):
+- A port from bind(("127.0.0.1", 0)) comes from the kernel's ephemeral range, the range every
+  outgoing connection on the machine takes its source port from; a connection made meanwhile
+  (another task of the same job dialling its parameter server, a test's API client) can hold
+  that very port. Ports just below the ephemeral range are never given to outgoing
+  connections, so ports are picked there.
+- Another process picking ports at the same time (two local jobs, control planes started side
+  by side by the tests) can pick the same one. Each port handed out is reserved for a few
+  minutes by a file of its number in a directory shared by this user's processes (checked and
+  made under a lock of that directory), and is not handed out again until then."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import random
 import socket
-from collections.abc import Callable, Collection
+import tempfile
+import time
 from pathlib import Path
 
 LOCAL_ADDRESS = "127.0.0.1"
@@ -22,7 +29,13 @@ EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOWEST_PORT = 10000
 # Fewer ports than this below the ephemeral range: fall back to asking the kernel for one.
 FEWEST_CANDIDATES = 1000
-ATTEMPTS = 64
+ATTEMPTS = 200
+# How long a port handed out stays reserved: its server binds it well within this.
+RESERVED_SECONDS = 600.0
+
+
+def reservations_dir() -> Path:
+    return Path(tempfile.gettempdir()) / f"vpipe-ports-{os.getuid()}"
 
 
 def ephemeral_range(path: Path | None = None) -> tuple[int, int] | None:
@@ -49,29 +62,31 @@ def _kernel_port(address: str) -> int:
         return int(sock.getsockname()[1])
 
 
-def free_port(address: str = LOCAL_ADDRESS, *, exclude: Collection[int] = (), path: Path | None = None,
-              choose: random.Random | None = None) -> int:
-    """A port nothing is bound to and not in `exclude`: below the ephemeral range where that
-    range leaves room (at random, so that two local jobs started together rarely pick the same
-    one), otherwise the kernel's own choice."""
+def reserve(port: int, directory: Path) -> bool:
+    """Claims `port` for RESERVED_SECONDS; False while another claim on it is that fresh. The
+    check and the claim happen under one lock of the directory (flock: across processes and
+    threads), so two callers never both claim a port."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = directory / str(port)
+    with open(directory / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - path.stat().st_mtime < RESERVED_SECONDS:
+                return False
+        path.write_bytes(b"")
+    return True
+
+
+def free_port(address: str = LOCAL_ADDRESS, *, path: Path | None = None, choose: random.Random | None = None,
+              reservations: Path | None = None) -> int:
+    """A port nothing is bound to, reserved against this user's other callers: below the
+    ephemeral range where that range leaves room (at random), otherwise the kernel's choice."""
     span = ephemeral_range(path)
     below = span is not None and span[0] - LOWEST_PORT >= FEWEST_CANDIDATES
     pick = choose or random.SystemRandom()
+    directory = reservations or reservations_dir()
     for _ in range(ATTEMPTS):
         port = pick.randrange(LOWEST_PORT, span[0]) if span is not None and below else _kernel_port(address)
-        if port not in exclude and _bindable(port, address):
+        if _bindable(port, address) and reserve(port, directory):
             return port
     raise OSError(f"no free port on {address} after {ATTEMPTS} tries")
-
-
-def port_allocator(address: str = LOCAL_ADDRESS) -> Callable[[], int]:
-    """One job attempt's ports: each free when given, none given twice (none is bound until
-    its task starts, so `free_port` alone could repeat one)."""
-    given: set[int] = set()
-
-    def allocate() -> int:
-        port = free_port(address, exclude=given)
-        given.add(port)
-        return port
-
-    return allocate

@@ -29,7 +29,7 @@ from typing import Any
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.local import plan as planning
 from volcano_pipelines.local.files import write_whole
-from volcano_pipelines.local.ports import port_allocator
+from volcano_pipelines.local.ports import free_port
 from volcano_pipelines.local.processes import PodProcess, stop_pods, supervised_popen
 from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL, VOLCANO_TASK_LABEL
 
@@ -370,7 +370,7 @@ class JobRunner:
         names = [planning.pod_name(self.name, t, i) for t, n in planning.tasks_of(self._job) for i in range(n)]
         uids = {pod: str(uuid.uuid4()) for pod in names}
         plans = planning.plan_job(self._job, layout, pod_uids=uids, base_env=self._base_env, python=sys.executable,
-                                  sshd_standin=STANDIN_SCRIPT, allocate_port=port_allocator(planning.LOCAL_ADDRESS))
+                                  sshd_standin=STANDIN_SCRIPT, allocate_port=functools.partial(free_port, planning.LOCAL_ADDRESS))
         svc_dir = Path(layout.svc_dir)
         svc_dir.mkdir(parents=True, exist_ok=True)
         for filename, content in {**planning.svc_files(self._job), "nodes": planning.nodes_file()}.items():

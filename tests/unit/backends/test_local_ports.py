@@ -1,11 +1,14 @@
-"""The local backend's task ports: below the kernel's ephemeral range (where no outgoing
-connection takes them), free, never one port twice in a job, the kernel's choice where the
-range leaves no room."""
+"""The local backend's task ports (also the test harnesses'): below the kernel's ephemeral
+range (where no outgoing connection takes them), free, reserved so that no other caller gets
+the same port for a while (CI saw two control planes started side by side pick one port), the
+kernel's choice where the range leaves no room."""
 
 from __future__ import annotations
 
+import os
 import random
 import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,18 +22,29 @@ def _range_file(tmp_path: Path, text: str) -> Path:
     return path
 
 
+class Offers(random.Random):
+    """A chooser that offers the given ports in turn."""
+
+    def __init__(self, offers: list[int]) -> None:
+        super().__init__()
+        self.offers = iter(offers)
+
+    def randrange(self, *_: object, **__: object) -> int:  # type: ignore[override]
+        return next(self.offers)
+
+
 def test_ports_come_from_below_the_ephemeral_range(tmp_path: Path) -> None:
     path = _range_file(tmp_path, "32768\t60999\n")
-    picked = {ports.free_port(path=path) for _ in range(50)}
+    picked = [ports.free_port(path=path, reservations=tmp_path / "r") for _ in range(50)]
     assert all(ports.LOWEST_PORT <= p < 32768 for p in picked), picked
-    assert len(picked) > 1  # chosen at random, so two jobs started together rarely collide
+    assert len(set(picked)) == 50  # none given twice while reserved
 
 
-def test_the_machines_own_range_is_read_and_its_ports_avoided() -> None:
+def test_the_machines_own_range_is_read_and_its_ports_avoided(tmp_path: Path) -> None:
     span = ports.ephemeral_range()
     if span is None:
         pytest.skip("no /proc/sys/net/ipv4/ip_local_port_range on this machine")
-    port = ports.free_port()
+    port = ports.free_port(reservations=tmp_path / "r")
     assert not span[0] <= port <= span[1] or span[0] - ports.LOWEST_PORT < ports.FEWEST_CANDIDATES
 
 
@@ -39,33 +53,61 @@ def test_a_port_something_is_bound_to_is_never_given(tmp_path: Path) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
         held.bind(("127.0.0.1", 0))
         busy = held.getsockname()[1]
-        # A chooser that offers the busy port first: it is passed over for the next.
-        offers = iter([busy, busy, 20001])
-
-        class Offer(random.Random):
-            def randrange(self, *_: object, **__: object) -> int:  # type: ignore[override]
-                return next(offers)
-
-        assert ports.free_port(path=path, choose=Offer()) == 20001
+        assert ports.free_port(path=path, choose=Offers([busy, busy, 20001]), reservations=tmp_path / "r") == 20001
 
 
-def test_one_job_never_gets_the_same_port_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A chooser that repeats itself: the allocator must still hand out distinct ports.
-    repeated = iter([20001, 20001, 20001, 20002, 20001, 20002, 20003])
+def test_a_port_reserved_by_another_caller_is_passed_over_until_the_reservation_is_stale(tmp_path: Path) -> None:
+    path, directory = _range_file(tmp_path, "32768 60999"), tmp_path / "r"
+    assert ports.free_port(path=path, choose=Offers([20001]), reservations=directory) == 20001
+    # Another caller offered the same port: passed over, the next free one given.
+    assert ports.free_port(path=path, choose=Offers([20001, 20002]), reservations=directory) == 20002
+    # A reservation older than RESERVED_SECONDS is taken over.
+    old = os.stat(directory / "20001").st_mtime - ports.RESERVED_SECONDS - 1
+    os.utime(directory / "20001", (old, old))
+    assert ports.free_port(path=path, choose=Offers([20001]), reservations=directory) == 20001
+    assert sorted(p.name for p in directory.iterdir() if not p.name.startswith(".")) == ["20001", "20002"]
 
-    def offer(*_: object) -> int:
-        return next(repeated)
 
-    monkeypatch.setattr(ports, "_bindable", lambda port, address: True)
-    monkeypatch.setattr(random.SystemRandom, "randrange", lambda self, *a: offer())
-    monkeypatch.setattr(ports, "EPHEMERAL_RANGE_FILE", _range_file(tmp_path, "32768 60999"))
-    allocate = ports.port_allocator()
-    assert [allocate(), allocate(), allocate()] == [20001, 20002, 20003]
+def test_callers_racing_for_one_port_get_it_once(tmp_path: Path) -> None:
+    directory = tmp_path / "r"
+    won: list[bool] = []
+    barrier = threading.Barrier(8)
+
+    def claim() -> None:
+        barrier.wait()
+        won.append(ports.reserve(20001, directory))
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(won) == [False] * 7 + [True]
+
+
+def test_callers_racing_for_a_stale_reservation_take_it_over_once(tmp_path: Path) -> None:
+    directory = tmp_path / "r"
+    assert ports.reserve(20001, directory)
+    old = os.stat(directory / "20001").st_mtime - ports.RESERVED_SECONDS - 1
+    os.utime(directory / "20001", (old, old))
+    won: list[bool] = []
+    barrier = threading.Barrier(8)
+
+    def claim() -> None:
+        barrier.wait()
+        won.append(ports.reserve(20001, directory))
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert won.count(True) == 1, won
 
 
 @pytest.mark.parametrize("text", ["1024 65535", "10500 60999", "garbage", ""])
 def test_no_room_below_the_range_or_no_range_falls_back_to_the_kernel(tmp_path: Path, text: str) -> None:
-    port = ports.free_port(path=_range_file(tmp_path, text))
+    port = ports.free_port(path=_range_file(tmp_path, text), reservations=tmp_path / "r")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", port))  # free, as promised
 
@@ -73,7 +115,7 @@ def test_no_room_below_the_range_or_no_range_falls_back_to_the_kernel(tmp_path: 
 def test_no_free_port_at_all_is_an_error_not_a_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ports, "_bindable", lambda port, address: False)
     with pytest.raises(OSError, match="no free port"):
-        ports.free_port(path=_range_file(tmp_path, "32768 60999"))
+        ports.free_port(path=_range_file(tmp_path, "32768 60999"), reservations=tmp_path / "r")
 
 
 def test_an_unreadable_range_file_is_none(tmp_path: Path) -> None:
