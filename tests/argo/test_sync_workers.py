@@ -71,9 +71,18 @@ def dataset() -> dict[str, bytes]:
     return files
 
 
+def _size(path: Path) -> int:
+    """Bytes allocated to `path` (the ranges written so far: the copy writes a large file's
+    ranges in parallel, so its length is near the end from the start); -1 when it is gone."""
+    try:
+        return path.stat().st_blocks * 512
+    except FileNotFoundError:
+        return -1
+
+
 class MidFileEvictor:
     """Evicts, with no grace period, the copy pod whose partition holds HUGE while that file is
-    on the volume only under its temporary name, waits until that pod incarnation is gone, and
+    on the volume only under its temporary name, partly written, waits until that pod is gone, and
     then looks again: the file has no final name yet, so the pod died in the middle of it (its
     replacement cannot have started: Volcano's restart waits for the old pods to go)."""
 
@@ -81,6 +90,7 @@ class MidFileEvictor:
         self.core, self.namespace, self.dest, self.run_id, self.job, self.parts = core, namespace, dest, run_id, job, parts
         self.evicted: str | None = None  # the pod
         self.seen_temp: str | None = None  # HUGE's temporary file, present at the eviction
+        self.temp_bytes: tuple[int, int] | None = None  # its bytes at the eviction and once the pod was gone
         self.unfinished_after: bool | None = None  # no final name once the pod was gone
         self.error: str | None = None
         self._stop = threading.Event()
@@ -100,15 +110,19 @@ class MidFileEvictor:
         try:
             while not self._stop.is_set():
                 folder = self.dest / Path(HUGE).parent
-                temps = [n for n in os.listdir(folder) if is_temp_name(n)] if folder.is_dir() else []
+                # Written into, not only opened: some of its bytes are on the volume.
+                temps = [n for n in os.listdir(folder) if is_temp_name(n) and _size(folder / n) > 0] \
+                    if folder.is_dir() else []
                 pod_name = self._pod_of_huge() if temps and not (self.dest / HUGE).exists() else None
                 if pod_name is not None:
                     pod = self.core.read_namespaced_pod(pod_name, self.namespace)
                     if pod.status.phase == "Running" and not pod.metadata.deletion_timestamp:
+                        before = _size(folder / temps[0])
                         evict(self.core, self.namespace, pod_name, 0)
                         self.evicted, self.seen_temp = pod_name, temps[0]
                         self._wait_gone(pod_name, pod.metadata.uid)
                         self.unfinished_after = not (self.dest / HUGE).exists()
+                        self.temp_bytes = (before, _size(folder / temps[0]))
                         return
                 time.sleep(0.05)
         except Exception as err:  # noqa: BLE001 - asserted by the test
@@ -218,6 +232,8 @@ def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_w
         assert evictor.error is None, evictor.error
         assert evictor.evicted, f"no copy pod was seen writing {HUGE}"
         assert evictor.unfinished_after, f"{evictor.evicted} finished {HUGE} before it was gone"
+        print(f"\n{evictor.evicted} evicted writing {HUGE} ({evictor.seen_temp}: {evictor.temp_bytes[0] if evictor.temp_bytes else '?'} "
+              f"bytes allocated then, {evictor.temp_bytes[1] if evictor.temp_bytes else '?'} once the pod was gone, of {len(files[HUGE])})")
         assert copied["status"]["state"]["phase"] == "Completed"
         assert copied["status"].get("retryCount", 0) >= 1, copied["status"]
         # The lost step kept the job (exit 3: retried); the step that ran again attached to it.
