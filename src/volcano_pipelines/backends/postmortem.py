@@ -137,6 +137,7 @@ def save_post_mortem(
     deleted: Iterable[str] = (),
     restarts: Sequence[Mapping[str, Any]] = (),
     kept_logs: Mapping[str, Mapping[str, str | None]] | None = None,
+    lost_logs: Mapping[str, str] | None = None,
     limits: Limits = Limits(),
     missing: MissingInfo | None = None,
     copies: Sequence[str | os.PathLike[str]] | None = None,
@@ -144,7 +145,8 @@ def save_post_mortem(
     """Collect, build and save job `namespace/name`'s post-mortem record; call it before
     anything deletes the job or its pods. `seen_pods` / `deleted`: pods a watch saw that may
     be gone now (their uids in `deleted`); `restarts`: the step's restart records; `kept_logs`:
-    pod uid -> container -> the last log lines read from a pod before it was deleted; `copies`:
+    pod uid -> container -> the last log lines read from a pod before it was deleted; `lost_logs`:
+    pod uid -> why a failed pod's lines could not be read before it went (a note each); `copies`:
     further directories for the same files (None: copy_directories(), the pipeline's log
     volume). Returns {json, markdown, bytes, pods, seconds, notes, copies} or {error, seconds};
     never raises."""
@@ -162,6 +164,7 @@ def save_post_mortem(
             collect.read_logs(cluster, namespace, alive, limits.log_lines, limits.line_chars, notes, missing))
         # A pod still there is read now (its log is longer); one that is gone has only what was kept.
         logs.update({uid: kept for uid, kept in (kept_logs or {}).items() if uid in gone})
+        notes += [why for uid, why in (lost_logs or {}).items() if uid in gone]
         record = build_record(state.job, state.pods, state.events, logs, collected_at=now_rfc3339(), deleted=gone,
                               restarts=restarts, notes=notes, limits=limits)
         saved = write_record(record, directory, copy_directories() if copies is None else copies)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from volcano_pipelines.k8s.client import Cluster
-from volcano_pipelines.k8s.errors import Forbidden, from_exception
+from volcano_pipelines.k8s.errors import Forbidden, NotFound, from_exception
 from volcano_pipelines.k8s.watch import watch_collection
 from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL
 
@@ -20,6 +21,10 @@ __all__ = ["DEFAULT_CONTAINER_ANNOTATION", "FailedPodWatcher", "MissingInfo", "d
 log = logging.getLogger(__name__)
 DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
 LOG_READ_SECONDS = 10
+# A failed pod's log read again after an error other than "gone" (a loaded kubelet, a dropped
+# connection), while a restart's deletion may not have reached it yet.
+LOG_READ_TRIES = 3
+LOG_RETRY_SECONDS = 0.25
 
 
 Obj = dict[str, Any]
@@ -162,6 +167,7 @@ class FailedPodWatcher:
         self._deleted: set[str] = set()
         self._log_tails: dict[str, str] = {}  # pod name -> the first failure's last lines
         self._kept_logs: dict[str, dict[str, str]] = {}  # uid -> container -> the same lines
+        self._lost_logs: dict[str, str] = {}  # uid -> why its lines could not be kept
         self._log_asked: set[str] = set()  # uids whose log is read or being read
         # One short-lived thread per log read: pods that fail together (a restart follows at
         # once and deletes them) are all read before they go, and the watch is never held up.
@@ -276,9 +282,36 @@ class FailedPodWatcher:
                 self._log_readers.append(reader)
 
     def _keep_log(self, name: str, uid: str, container: str | None) -> None:
-        tail = pod_log_tail(self.cluster, self.namespace, name, self.log_lines, self.missing, container)
-        if tail:
-            with self._lock:
+        tail, error = None, None
+        for attempt in range(LOG_READ_TRIES):
+            if attempt:
+                time.sleep(LOG_RETRY_SECONDS)
+            try:
+                extra = {"container": container} if container else {}
+                tail = self.cluster.core.read_namespaced_pod_log(
+                    name, self.namespace, tail_lines=self.log_lines, _request_timeout=LOG_READ_SECONDS, **extra) or None
+                error = None if tail else "the log was empty"
+                break
+            except Exception as err:  # noqa: BLE001 - logs are a bonus; the failure report stands without them
+                kind = from_exception(err, "read pod log")
+                if isinstance(kind, Forbidden):
+                    self.missing.denied("get", "pods/log", "the failed pod's last log lines")
+                    return
+                # Gone (the restart's deletion came first): no second try can read it.
+                error = "the pod was gone before its log could be read" if isinstance(kind, NotFound) else str(kind)
+                if isinstance(kind, NotFound):
+                    break
+        with self._lock:
+            if tail:
                 self._log_tails.setdefault(name, tail)  # a name's first failure (a restart reuses names)
                 if container:
                     self._kept_logs[uid] = {container: tail}
+            elif error:
+                self._lost_logs[uid] = f"pod {name}: last log lines not kept ({error})"
+
+    def lost_logs(self) -> dict[str, str]:
+        """Failed pods whose last log lines could not be read while they existed, by uid: why
+        (a post-mortem says so instead of showing an empty log as if the pod printed nothing)."""
+        self._wait_for_log_readers()
+        with self._lock:
+            return dict(self._lost_logs)

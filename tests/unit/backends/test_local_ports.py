@@ -68,21 +68,25 @@ def test_a_port_reserved_by_another_caller_is_passed_over_until_the_reservation_
     assert sorted(p.name for p in directory.iterdir() if not p.name.startswith(".")) == ["20001", "20002"]
 
 
-def test_callers_racing_for_one_port_get_it_once(tmp_path: Path) -> None:
-    directory = tmp_path / "r"
+def _race_for(port: int, directory: Path, callers: int = 8) -> list[bool]:
+    """`callers` threads released together, each trying to reserve `port`: who got it."""
     won: list[bool] = []
-    barrier = threading.Barrier(8)
+    barrier = threading.Barrier(callers)
 
     def claim() -> None:
         barrier.wait()
-        won.append(ports.reserve(20001, directory))
+        won.append(ports.reserve(port, directory))
 
-    threads = [threading.Thread(target=claim) for _ in range(8)]
+    threads = [threading.Thread(target=claim) for _ in range(callers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert sorted(won) == [False] * 7 + [True]
+    return won
+
+
+def test_callers_racing_for_one_port_get_it_once(tmp_path: Path) -> None:
+    assert sorted(_race_for(20001, tmp_path / "r")) == [False] * 7 + [True]
 
 
 def test_callers_racing_for_a_stale_reservation_take_it_over_once(tmp_path: Path) -> None:
@@ -90,18 +94,7 @@ def test_callers_racing_for_a_stale_reservation_take_it_over_once(tmp_path: Path
     assert ports.reserve(20001, directory)
     old = os.stat(directory / "20001").st_mtime - ports.RESERVED_SECONDS - 1
     os.utime(directory / "20001", (old, old))
-    won: list[bool] = []
-    barrier = threading.Barrier(8)
-
-    def claim() -> None:
-        barrier.wait()
-        won.append(ports.reserve(20001, directory))
-
-    threads = [threading.Thread(target=claim) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    won = _race_for(20001, directory)
     assert won.count(True) == 1, won
 
 

@@ -72,14 +72,19 @@ def test_the_watch_keeps_a_failed_pods_log_by_uid_and_container() -> None:
     assert len(core.calls) == 1 and watcher.kept_logs() == {"u1": {"tensorflow": core.text}}
 
 
-def test_the_post_mortem_shows_a_deleted_pods_kept_log_and_its_successors_own(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _restarted_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector finds job rsa restarted once: pod u1 (failed, deleted) and its successor u2."""
     job = {"metadata": {"name": "rsa", "namespace": "team-a", "uid": "j"},
            "spec": {"tasks": [{"name": "chief"}], "maxRetry": 3},
            "status": {"state": {"phase": "Running"}, "retryCount": 1}}
     first, second = pod("u1", "Failed"), pod("u2", "Running")
     monkeypatch.setattr(postmortem.collect, "read_state",
                         lambda *a, **k: Collected(job=job, pods=[second, first], deleted=["u1"]))
+
+
+def test_the_post_mortem_shows_a_deleted_pods_kept_log_and_its_successors_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _restarted_job(monkeypatch)
     # Read now, by name: the pod that exists now (the successor).
     monkeypatch.setattr(postmortem.collect, "read_logs", lambda *a, **k: {"rsa-chief-0": {"tensorflow": "step 50\n"}})
     saved = postmortem.save_post_mortem(
@@ -155,3 +160,61 @@ def test_a_waiter_in_another_thread_never_joins_a_reader_not_started_yet(monkeyp
     for waiter in waiters:
         waiter.join(timeout=5)
     assert errors == [] and watcher.kept_logs() == {"u1": {"tensorflow": core.text}}
+
+
+class FlakyLogReader(LogReader):
+    """Answers with the given errors first, then the text."""
+
+    def __init__(self, text: str, errors: list[BaseException]) -> None:
+        super().__init__(text)
+        self.errors = errors
+
+    def read_namespaced_pod_log(self, name: str, namespace: str, **kwargs: Any) -> str:
+        self.calls.append((name, namespace, kwargs))
+        if self.errors:
+            raise self.errors.pop(0)
+        return self.text
+
+
+def _api_error(status: int) -> BaseException:
+    from kubernetes.client.exceptions import ApiException
+
+    return ApiException(status=status, reason={404: "Not Found", 500: "Internal Server Error"}[status])
+
+
+def test_a_transient_error_is_read_again_and_a_gone_pod_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    import volcano_pipelines.k8s.pods as pods_module
+
+    monkeypatch.setattr(pods_module, "LOG_RETRY_SECONDS", 0.0)
+    # A loaded kubelet's error, then the lines: kept, nothing said lost.
+    core = FlakyLogReader("worker 0 giving up: exit 3\n", [_api_error(500)])
+    watcher = FailedPodWatcher(FakeCluster(core), "team-a", "boom", 20, MissingInfo())  # type: ignore[arg-type]
+    watcher._record(pod("u0", "Failed", name="boom-worker-0"))
+    assert watcher.kept_logs() == {"u0": {"tensorflow": core.text}} and watcher.lost_logs() == {}
+    assert len(core.calls) == 2
+    # Gone (the restart deleted it first): one read, and the loss is said with its reason.
+    gone = FlakyLogReader("never read", [_api_error(404)])
+    watcher = FailedPodWatcher(FakeCluster(gone), "team-a", "boom", 20, MissingInfo())  # type: ignore[arg-type]
+    watcher._record(pod("u1", "Failed", name="boom-worker-1"))
+    assert watcher.kept_logs() == {} and len(gone.calls) == 1  # (kept_logs waits for the read)
+    assert watcher.lost_logs() == {"u1": "pod boom-worker-1: last log lines not kept "
+                                         "(the pod was gone before its log could be read)"}
+    # Errors every time: LOG_READ_TRIES reads, then the last error is the reason.
+    broken = FlakyLogReader("never read", [_api_error(500) for _ in range(pods_module.LOG_READ_TRIES)])
+    watcher = FailedPodWatcher(FakeCluster(broken), "team-a", "boom", 20, MissingInfo())  # type: ignore[arg-type]
+    watcher._record(pod("u2", "Failed", name="boom-worker-2"))
+    lost = watcher.lost_logs()  # (waits for the read)
+    assert len(broken.calls) == pods_module.LOG_READ_TRIES
+    assert list(lost) == ["u2"] and "not kept (" in lost["u2"]
+
+
+def test_the_post_mortem_says_which_deleted_pods_log_was_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _restarted_job(monkeypatch)
+    monkeypatch.setattr(postmortem.collect, "read_logs", lambda *a, **k: {})
+    lost = "pod rsa-chief-0: last log lines not kept (the pod was gone before its log could be read)"
+    saved = postmortem.save_post_mortem(
+        object(), "team-a", "rsa", directory=tmp_path, copies=[],  # type: ignore[arg-type]
+        lost_logs={"u1": lost, "u2": "not gone: no note"})
+    record = json.loads(Path(saved["json"]).read_text())
+    assert lost in record["notes"] and "not gone: no note" not in record["notes"], record["notes"]
+    assert lost in Path(saved["markdown"]).read_text()
