@@ -17,6 +17,7 @@ cleared by an empty one — KFP's own backend runs `command` as the container's 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -136,3 +137,50 @@ def container_runner(settings: Callable[[], RunSettings],
             container.remove(force=True)
 
     return run_container
+
+
+def bind(source: Path, target: str, read_only: bool = False) -> Any:
+    """A bind mount for `KfpDocker.mounts`."""
+    from docker.types import Mount
+
+    return Mount(target=target, source=str(source), type="bind", read_only=read_only)
+
+
+def readable_kubeconfig(cluster: Any, tmp_path: Path) -> Path:
+    """The test kubeconfig with its certificate files embedded (the container sees only this
+    file), readable by the runtime image's uid 1000 — as a kubeconfig mounted from a Secret."""
+    import base64
+
+    import yaml
+
+    config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    for section, keys in (("clusters", ("certificate-authority",)), ("users", ("client-certificate", "client-key"))):
+        for entry in config.get(section) or []:
+            body = entry.get(section[:-1]) or {}
+            for key in keys:
+                if key in body:
+                    body[f"{key}-data"] = base64.b64encode(Path(body.pop(key)).read_bytes()).decode()
+    copy = tmp_path / "kubeconfig" / "config"
+    copy.parent.mkdir(mode=0o755)
+    copy.write_text(yaml.safe_dump(config))
+    copy.chmod(0o644)
+    return copy
+
+
+def task_dirs(root: Path, task: str) -> list[Path]:
+    """The output directories kfp.local made for `task` under the pipeline root, oldest first
+    (their parent's name ends with the run's timestamp)."""
+    return sorted(root.glob(f"*/{task}"))
+
+
+def task_outputs(root: Path, task: str) -> dict[str, Any]:
+    """The parameter outputs of the one run of `task` under the pipeline root."""
+    found = task_dirs(root, task)
+    assert len(found) == 1, f"expected one output directory of task {task}, found {found}"
+    return outputs_in(found[0])
+
+
+def outputs_in(task_dir: Path) -> dict[str, Any]:
+    """The parameter outputs in one task output directory (KFP's executor_output.json)."""
+    data = json.loads((task_dir / "executor_output.json").read_text())
+    return dict(data.get("parameterValues") or {})

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.kfp_docker.harness import bind, readable_kubeconfig, task_dirs, task_outputs
 from tests.node.test_training import (  # noqa: F401 - module fixtures: node, code_url, volumes
     QUIET_TF,
     Volumes,
@@ -34,44 +35,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.kfpdocker, pytest.mark.realno
               pytest.mark.gluster]
 
 GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
-
-
-def _bind(source: Path, target: str, read_only: bool = False) -> Any:
-    from docker.types import Mount
-
-    return Mount(target=target, source=str(source), type="bind", read_only=read_only)
-
-
-def _readable_kubeconfig(cluster: Any, tmp_path: Path) -> Path:
-    """The test kubeconfig with its certificate files embedded (the container sees only this
-    file), readable by the runtime image's uid 1000 — as a kubeconfig mounted from a Secret."""
-    import base64
-
-    import yaml
-
-    config = yaml.safe_load(Path(cluster.kubeconfig).read_text())
-    for section, keys in (("clusters", ("certificate-authority",)), ("users", ("client-certificate", "client-key"))):
-        for entry in config.get(section) or []:
-            body = entry.get(section[:-1]) or {}
-            for key in keys:
-                if key in body:
-                    body[f"{key}-data"] = base64.b64encode(Path(body.pop(key)).read_bytes()).decode()
-    copy = tmp_path / "kubeconfig" / "config"
-    copy.parent.mkdir(mode=0o755)
-    copy.write_text(yaml.safe_dump(config))
-    copy.chmod(0o644)
-    return copy
-
-
-def _task_dirs(root: Path, task: str) -> list[Path]:
-    return sorted(root.glob(f"*/{task}"))
-
-
-def _outputs(root: Path, task: str) -> dict[str, Any]:
-    found = _task_dirs(root, task)
-    assert len(found) == 1, f"expected one output directory of task {task}, found {found}"
-    data = json.loads((found[0] / "executor_output.json").read_text())
-    return dict(data.get("parameterValues") or {})
 
 
 def _jobs(cluster: Any, namespace: str) -> list[dict[str, Any]]:
@@ -95,7 +58,7 @@ def test_a_component_that_exits_3_is_a_failed_task(kfp_docker: Any, tmp_path: Pa
         "users: [{name: u, user: {token: t}}]\n"
         "contexts: [{name: x, context: {cluster: c, user: u, namespace: default}}]\n")
     (unreachable / "config").chmod(0o644)
-    kfp_docker.mounts = [_bind(unreachable, str(unreachable), read_only=True)]
+    kfp_docker.mounts = [bind(unreachable, str(unreachable), read_only=True)]
     kfp_docker.raise_on_error(True)
     with pytest.raises(RuntimeError, match="FAILURE"):
         components.reap(job="nothing-here", kubeconfig=str(unreachable / "config"))
@@ -118,9 +81,9 @@ def _prepare(kfp_docker: Any, cluster: Any, namespace: str, storage: Volumes, hd
     put_tree(hdfs.client(), hdfs_dir, {**dataset, "extra/part-0.csv": b"x,y\n1,2\n" * 100})
     # The runtime image runs as uid 1000 (a PVC would give it the group through fsGroup).
     subprocess.run(["chmod", "-R", "a+rwX", str(storage.data_dir)], check=True)
-    kubeconfig = _readable_kubeconfig(cluster, tmp_path)
-    kfp_docker.mounts = [_bind(kubeconfig.parent, str(kubeconfig.parent), read_only=True),
-                         _bind(storage.data_dir, DATA_MOUNT)]
+    kubeconfig = readable_kubeconfig(cluster, tmp_path)
+    kfp_docker.mounts = [bind(kubeconfig.parent, str(kubeconfig.parent), read_only=True),
+                         bind(storage.data_dir, DATA_MOUNT)]
     return hdfs_dir, dataset, kubeconfig
 
 
@@ -152,7 +115,7 @@ def test_the_shipped_pipeline_runs_in_the_runtime_image(
 
     root = kfp_docker.root
     # sync ran in its container and really staged the dataset from HDFS.
-    synced = _outputs(root, "sync")
+    synced = task_outputs(root, "sync")
     assert synced["copied"] == len(dataset) + 1 and synced["failed"] == 0
     own = volumes.data_dir / f"kfpd-{kind}"
     staged = sorted(str(p.relative_to(volumes.data_dir)) for p in volumes.data_dir.rglob("*"))
@@ -160,28 +123,28 @@ def test_the_shipped_pipeline_runs_in_the_runtime_image(
     assert (own / "extra" / "part-0.csv").read_bytes() == b"x,y\n1,2\n" * 100
     assert {name: (own / name).read_bytes() for name in dataset} == dataset
     # train submitted the job from its container and waited for real pods to finish it.
-    trained = _outputs(root, f"train-{kind}")
+    trained = task_outputs(root, f"train-{kind}")
     assert trained["phase"] == "Completed" and trained["succeeded"] is True, trained
     jobs = _jobs(cluster, namespace)
     assert [job["metadata"]["name"] for job in jobs] == [f"kfpd-{kind}"]
     if kind == "tf":
         assert list((volumes.log_dir / "export").glob("*/*/saved_model.pb"))
-        reaped = _outputs(root, "reap")
+        reaped = task_outputs(root, "reap")
         assert reaped["succeeded"] is True
     else:
         assert json.loads((volumes.log_dir / "mpi-result.json").read_text())["ranks"] == 2
-    served = _outputs(root, "tensorboard")
+    served = task_outputs(root, "tensorboard")
     assert served["name"] == f"kfpd-{kind}-tensorboard" and served["ready"] is True and served["url"]
-    finished = _outputs(root, "finish-run")
+    finished = task_outputs(root, "finish-run")
     assert finished["pipeline_state"] == "SUCCEEDED"
     assert (finished["job_phase"], finished["cleanup"]) == ("Completed", "none")
     # The train step's post_mortem artifact holds the record of every pod of its job; the exit
     # handler's summary links the run's TensorBoard (found by the run's labels).
-    (train_dir,) = _task_dirs(root, f"train-{kind}")
+    (train_dir,) = task_dirs(root, f"train-{kind}")
     record = json.loads((train_dir / "post_mortem" / namespace / f"kfpd-{kind}.json").read_text())
     assert record["job"]["phase"] == "Completed" and record["pods"], record["job"]
     assert all(pod["name"].startswith(f"kfpd-{kind}-") for pod in record["pods"]), record["pods"]
-    (finish_dir,) = _task_dirs(root, "finish-run")
+    (finish_dir,) = task_dirs(root, "finish-run")
     assert f"| TensorBoard | [{served['url']}]({served['url']}) |" in (finish_dir / "summary").read_text()
     assert jobs[0]["metadata"]["labels"]["volcano-pipelines/run"] == trained["run_id"]
 
@@ -203,13 +166,13 @@ def test_a_failing_worker_fails_the_run_and_the_exit_handler_keeps_the_post_mort
 
     root = kfp_docker.root
     # The train task failed (exit 1): KFP's executor wrote no executor_output.json for it.
-    (train_dir,) = _task_dirs(root, "train-tf")
+    (train_dir,) = task_dirs(root, "train-tf")
     assert not (train_dir / "executor_output.json").exists() and 1 in kfp_docker.exit_codes, kfp_docker.exit_codes
-    finished = _outputs(root, "finish-run")
+    finished = task_outputs(root, "finish-run")
     assert finished["pipeline_state"] == "FAILED" and finished["cleanup"] == "deleted", finished
     assert _jobs(cluster, namespace) == []  # the exit handler deleted the job...
     # ...after saving what happened to its pods into its post_mortem artifact.
-    (finish_dir,) = _task_dirs(root, "finish-run")
+    (finish_dir,) = task_dirs(root, "finish-run")
     record = json.loads((finish_dir / "post_mortem" / namespace / "kfpd-boom.json").read_text())
     pods = {pod["name"]: pod for pod in record["pods"]}
     assert "kfpd-boom-worker-0" in pods, sorted(pods)
