@@ -11,12 +11,12 @@ import time
 from typing import Any
 
 from volcano_pipelines.k8s.client import Cluster
-from volcano_pipelines.k8s.errors import Forbidden, NotFound, from_exception
+from volcano_pipelines.k8s.errors import Forbidden, KubeError, NotFound, from_exception
 from volcano_pipelines.k8s.watch import watch_collection
 from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL
 
 __all__ = ["DEFAULT_CONTAINER_ANNOTATION", "FailedPodWatcher", "MissingInfo", "default_container", "job_events",
-           "job_pods", "pod_being_deleted", "pod_metadata", "pod_log_tail"]
+           "job_pods", "pod_being_deleted", "pod_metadata", "pod_log_tail", "read_log_tail"]
 
 log = logging.getLogger(__name__)
 DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
@@ -125,17 +125,26 @@ def default_container(pod: Obj) -> str | None:
     return containers[0] if containers else None
 
 
-def pod_log_tail(cluster: Cluster, namespace: str, pod: str, lines: int, missing: MissingInfo,
-                 container: str | None = None) -> str | None:
-    """The last lines of a pod's log (of `container`, else the API's default) where the API
-    serves them (not with fake kubelets)."""
+def read_log_tail(cluster: Cluster, namespace: str, pod: str, lines: int, container: str | None = None) -> str | None:
+    """The last lines of a pod's log (of `container`, else the API's default), None when it is
+    empty; a read that fails raises its typed error (Forbidden, NotFound: the pod is gone, ...)."""
+    extra = {"container": container} if container else {}
     try:
-        extra = {"container": container} if container else {}
         text = cluster.core.read_namespaced_pod_log(pod, namespace, tail_lines=lines,
                                                     _request_timeout=LOG_READ_SECONDS, **extra)
-        return text or None
-    except Exception as err:  # noqa: BLE001 - logs are a bonus; the failure report stands without them
-        if isinstance(from_exception(err, "read pod log"), Forbidden):
+    except Exception as err:  # typed here, for the callers to decide
+        raise from_exception(err, "read pod log") from err
+    return text or None
+
+
+def pod_log_tail(cluster: Cluster, namespace: str, pod: str, lines: int, missing: MissingInfo,
+                 container: str | None = None) -> str | None:
+    """read_log_tail where the API serves logs (not with fake kubelets), else None: logs are a
+    bonus, a report stands without them (a refused read is noted in `missing`)."""
+    try:
+        return read_log_tail(cluster, namespace, pod, lines, container)
+    except KubeError as err:
+        if isinstance(err, Forbidden):
             missing.denied("get", "pods/log", "the failed pod's last log lines")
         else:
             log.debug("no logs for pod %s/%s: %s", namespace, pod, err)
@@ -287,13 +296,10 @@ class FailedPodWatcher:
             if attempt:
                 time.sleep(LOG_RETRY_SECONDS)
             try:
-                extra = {"container": container} if container else {}
-                tail = self.cluster.core.read_namespaced_pod_log(
-                    name, self.namespace, tail_lines=self.log_lines, _request_timeout=LOG_READ_SECONDS, **extra) or None
+                tail = read_log_tail(self.cluster, self.namespace, name, self.log_lines, container)
                 error = None if tail else "the log was empty"
                 break
-            except Exception as err:  # noqa: BLE001 - logs are a bonus; the failure report stands without them
-                kind = from_exception(err, "read pod log")
+            except KubeError as kind:  # logs are a bonus; the failure report stands without them
                 if isinstance(kind, Forbidden):
                     self.missing.denied("get", "pods/log", "the failed pod's last log lines")
                     return

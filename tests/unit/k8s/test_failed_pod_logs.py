@@ -179,7 +179,32 @@ class FlakyLogReader(LogReader):
 def _api_error(status: int) -> BaseException:
     from kubernetes.client.exceptions import ApiException
 
-    return ApiException(status=status, reason={404: "Not Found", 500: "Internal Server Error"}[status])
+    return ApiException(status=status, reason={403: "Forbidden", 404: "Not Found", 500: "Internal Server Error"}[status])
+
+
+def test_one_log_request_typed_for_both_readers() -> None:
+    """read_log_tail raises the typed error; pod_log_tail (the report's reader) turns every
+    error into "no lines" and notes a refused read as a missing permission."""
+    from volcano_pipelines.k8s.errors import Forbidden, NotFound, Unavailable
+    from volcano_pipelines.k8s.pods import pod_log_tail, read_log_tail
+
+    core = LogReader("last line\n")
+    assert read_log_tail(FakeCluster(core), "team-a", "p", 5, "tensorflow") == "last line\n"  # type: ignore[arg-type]
+    assert core.calls[0][:2] == ("p", "team-a")
+    assert {k: core.calls[0][2][k] for k in ("tail_lines", "container")} == {"tail_lines": 5, "container": "tensorflow"}
+    read_log_tail(FakeCluster(core), "team-a", "p", 5)  # type: ignore[arg-type]
+    assert "container" not in core.calls[1][2]  # the API's default container
+    assert read_log_tail(FakeCluster(LogReader("")), "team-a", "p", 5) is None  # type: ignore[arg-type]
+    for status, kind in ((403, Forbidden), (404, NotFound), (500, Unavailable)):
+        with pytest.raises(kind):
+            read_log_tail(FakeCluster(FlakyLogReader("x", [_api_error(status)])), "team-a", "p", 5)  # type: ignore[arg-type]
+        missing = MissingInfo()
+        assert pod_log_tail(FakeCluster(FlakyLogReader("x", [_api_error(status)])), "team-a", "p", 5,  # type: ignore[arg-type]
+                            missing) is None
+        assert bool(missing.notes()) is (status == 403), (status, missing.notes())
+    missing = MissingInfo()
+    assert pod_log_tail(FakeCluster(LogReader("ok\n")), "team-a", "p", 5, missing) == "ok\n"  # type: ignore[arg-type]
+    assert missing.notes() == []
 
 
 def test_a_transient_error_is_read_again_and_a_gone_pod_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
