@@ -96,9 +96,9 @@ def _submit(cluster: Any, namespace: str, run_id: str, worker_labels: dict[str, 
 
 
 def _finish(cluster: Any, namespace: str, tmp_path: Path, run_id: str, state: str,
-            succeeded: bool) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], str]:
+            succeeded: bool, **more: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], str]:
     proc, outputs = _run_component(tmp_path, {
-        "run_id": run_id, "namespace": namespace, "kubeconfig": str(cluster.kubeconfig),
+        "run_id": run_id, "namespace": namespace, "kubeconfig": str(cluster.kubeconfig), **more,
         "status": {"state": state, "pipelineJobResourceName": f"projects/p/pipelineJobs/{run_id}",
                    "pipelineTaskName": "exit-handler-1",
                    # KFP's backend leaves error empty (resolve.go: a TODO); code 0 / 1 as kfp.local sets it.
@@ -213,3 +213,34 @@ def test_the_exit_handlers_summary_links_the_runs_tensorboard(cluster: Any, name
     assert board.node_port and found["url"] == found["urls"]["node_port"], (found, board)
     assert found["url"].endswith(f":{board.node_port}/") and f"| TensorBoard | [{found['url']}]({found['url']}) |" in summary
     assert "### Post-mortem" in summary and summary.index("TensorBoard") < summary.index("### Post-mortem")
+
+
+# A run terminated while `sync --workers` copies: KFP's launcher exits at SIGTERM and the kernel
+# kills the sync step with it, so nothing deletes the copy job (docs/kfp.md); the exit handler,
+# handed RUNNING after a terminate (or any word), finds it unfinished by the run's labels.
+@pytest.mark.parametrize(("state", "on_failure", "cleanup"), [("RUNNING", "delete", "deleted"),
+                                                             ("CANCELED", "abort", "aborted"),
+                                                             ("FAILED", "keep", "kept")])
+def test_a_copy_job_left_unfinished_by_the_sync_step_is_settled_by_the_exit_handler(
+        cluster: Any, namespace: str, tmp_path: Path, state: str, on_failure: str, cleanup: str) -> None:
+    from volcano_pipelines.volcano.copyjob import CopyJobSpec, build_copy_job, copy_job_name
+    from volcano_pipelines.volcano.spec import JobOptions, Role
+
+    run_id = f"copying-{state.lower()}"
+    name = copy_job_name(run_id)
+    # The copy job the sync step makes, as it makes it (its claim does not exist: it stays unfinished).
+    job = JobOptions(name, namespace=namespace, image="runtime:test", queue="default", run_id=run_id,
+                     pod_security="restricted")
+    client.CustomObjectsApi(cluster.api_client()).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, "jobs", build_copy_job(CopyJobSpec(job, workers=2, claim="missing", subpath=None, role=Role())))
+    _, written, summary = _finish(cluster, namespace, tmp_path, run_id, state, False, on_failure=on_failure)
+    copy_job = written["result"]["copy_job"]
+    assert (copy_job["name"], copy_job["namespace"], copy_job["cleanup"]) == (name, namespace, cleanup), copy_job
+    assert written["cleanup"] == "none" and written["job_phase"] == "NotFound"  # no training job yet
+    assert f"| copy job of the sync step | {name} ({copy_job['phase']}): {cleanup} |" in summary
+    if cleanup == "deleted":
+        wait_for("the copy job gone", lambda: _jobs(cluster, namespace) == [], timeout=60)
+    elif cleanup == "aborted":
+        wait_for("the copy job Aborted", lambda: _phase(cluster, namespace, name) == "Aborted", timeout=60)
+    else:
+        assert _jobs(cluster, namespace) == [name] and _phase(cluster, namespace, name) != "Aborted"

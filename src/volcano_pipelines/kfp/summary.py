@@ -211,6 +211,14 @@ def _outcome(report: Mapping[str, Any]) -> str | None:
     return None if outcome is None else str(outcome)
 
 
+def _copy_job(copy_job: Mapping[str, Any] | None) -> str | None:
+    if not copy_job:
+        return None
+    if copy_job.get("error"):
+        return f"not settled: {copy_job['error']}"
+    return f"{copy_job['name']} ({copy_job['phase']}): {copy_job['cleanup']}"
+
+
 def finish_markdown(report: Mapping[str, Any]) -> str:
     """The exit handler's report: how the run ended, its job, and what cleanup did."""
     state = report.get("pipeline_state")
@@ -219,7 +227,8 @@ def finish_markdown(report: Mapping[str, Any]) -> str:
     lines += _table([("outcome", _outcome(report)), ("decided by", report.get("rule")),
                      ("TensorBoard", _link(board.get("url"))),
                      ("error", report.get("error_message")),
-                     ("namespace", report.get("namespace")), ("cleanup of the training job", report.get("cleanup"))])
+                     ("namespace", report.get("namespace")), ("cleanup of the training job", report.get("cleanup")),
+                     ("copy job of the sync step", _copy_job(report.get("copy_job")))])
     job = report.get("job")
     if job:
         # The run's page answers both questions: how training went (TensorBoard above) and

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from volcano_pipelines.backends.base import OnCancel
@@ -106,6 +107,9 @@ class RunReport:
     # (backends/postmortem.py save_post_mortem: where, how big, a short summary).
     post_mortem: dict[str, Any] | None = None
     tensorboard: dict[str, Any] | None = None  # the run's TensorBoard {name, url, urls}, when it started one
+    # The run's sync copy job (`sync` with workers above 1): {name, namespace, phase, cleanup}, or
+    # {namespace, error} when it could not be looked up or cleaned up; None when the run has none.
+    copy_job: dict[str, Any] | None = None
 
     @property
     def job_phase(self) -> str:
@@ -140,14 +144,17 @@ def finish_run(
     was cancelled, clean up the run's training job per on_failure. A state that is not an end
     state (KFP's backend hands RUNNING after a terminate, an evicted or lost step pod, a skipped
     or cached last task) is decided from the job: finished, it says how the run ended;
-    unfinished at the exit handler, the run failed or was cancelled.
+    unfinished at the exit handler, the run failed or was cancelled. A copy job of the run's sync
+    step (workers above 1) unfinished at the exit handler is cleaned up per on_failure too,
+    whatever the state: the sync step waits for it, so nothing waits for it any more (the files
+    it finished stay; the next sync skips them).
 
     Args:
         run_id: run identity of the pipeline run (the training job carries it as a label)
         pipeline_state: how the run's tasks ended: COMPLETE, CACHED or SUCCEEDED; FAILED or CANCELED; any other word (RUNNING) is decided from the job
         error_message: why the run failed, when it did
         namespace: namespace of the run's training job (default: the context's namespace, else default)
-        on_failure: what happens to the run's training job when the run failed or was cancelled: delete, abort or keep
+        on_failure: what happens to the run's training job when the run failed or was cancelled (and to its sync copy job when unfinished): delete, abort or keep
         log_lines: last log lines of a failed pod to report
     """
     check_types(finish_run, locals())
@@ -177,6 +184,8 @@ def finish_run(
                        outcome=decision.outcome, rule=decision.rule)
     log.info("run %s: %s", run_id, decision.rule)
     report.tensorboard = _run_tensorboard(cluster, namespace, run_id)
+    # The sync step's copy job is where that step ran (the pipeline's namespace) unless given one.
+    report.copy_job = _settle_copy_job(cluster, dict.fromkeys((namespace, cluster.namespace)), run_id, on_failure)
     if job is None or result is None:
         return report
     name = job["metadata"]["name"]
@@ -196,6 +205,40 @@ def finish_run(
         report.cleanup = "kept"  # already over: nothing left to abort
     log.info("run %s: job %s/%s %s (on_failure=%s)", run_id, namespace, name, report.cleanup, on_failure)
     return report
+
+
+def _settle_copy_job(cluster: Any, namespaces: Iterable[str], run_id: str, on_failure: str) -> dict[str, Any] | None:
+    """The run's sync copy job, cleaned up per on_failure when it has not finished; a failed
+    lookup or cleanup is reported, never raised (the training job's report stands)."""
+    from volcano_pipelines.errors import VpipeError
+    from volcano_pipelines.k8s import volcano as k8s_volcano
+    from volcano_pipelines.volcano.copyjob import SYNC_STEP
+    from volcano_pipelines.volcano.status import FINAL_PHASES
+
+    for namespace in namespaces:
+        try:
+            job = k8s_volcano.find_run_job(cluster, namespace, run_id, SYNC_STEP)
+            if job is None:
+                continue
+            name = job["metadata"]["name"]
+            phase = str(((job.get("status") or {}).get("state") or {}).get("phase") or "")
+            found = {"name": name, "namespace": namespace, "phase": phase or "Pending"}
+            if phase in FINAL_PHASES or phase == "Completing":
+                return {**found, "cleanup": "none"}
+            if on_failure == "keep":
+                cleanup = "kept"
+            elif on_failure == "delete":
+                k8s_volcano.delete_job(cluster, namespace, name)
+                cleanup = "deleted"
+            else:
+                cleanup = k8s_volcano.abort_job(cluster, job, "PipelineFailed")
+            log.info("run %s: copy job %s/%s %s: %s at the exit handler, its sync step no longer waits for it "
+                     "(on_failure=%s)", run_id, namespace, name, cleanup, found["phase"], on_failure)
+            return {**found, "cleanup": cleanup}
+        except VpipeError as err:
+            log.warning("run %s: cannot settle its sync copy job in %s: %s", run_id, namespace, err)
+            return {"namespace": namespace, "error": str(err)}
+    return None
 
 
 def _run_tensorboard(cluster: Any, namespace: str, run_id: str) -> dict[str, Any] | None:
