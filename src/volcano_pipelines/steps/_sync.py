@@ -107,6 +107,7 @@ def sync(
     tolerations: Sequence[str] | None = None,
     spread: bool = False,
     max_retry: int = 3,
+    owner: str | None = None,
     kubeconfig: Kubeconfig = None,
     context: KubeContext = None,
     progress: Progress | TransferProgress | None = None,
@@ -175,6 +176,9 @@ def sync(
         spread: with workers above 1, prefer one copy pod per node (pod anti-affinity)
         max_retry: with workers above 1, runs of the copy job in all before it fails (a killed or evicted pod restarts
             it; files already in place are not copied again)
+        owner: with workers above 1, the copy job's owner, API_VERSION/KIND/NAME/UID in its namespace: deleting the
+            owner deletes the job (in a KFP pipeline the run's Workflow, found from this step's pod when the copy job
+            is in the pod's namespace: deleting the run stops its copy pods)
     """
     check_types(sync, locals())
     location = parse_source(src)
@@ -269,7 +273,8 @@ def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
     """The request's fields for a sync over copy pods: every input checked first, then the
     destination's claim found (the step's own pod may be asked)."""
     from volcano_pipelines.kube.validate import (check_dns_label, check_dns_subdomain, check_image, check_labels,
-                                                 check_quantity, check_relative_path, parse_tolerations)
+                                                 check_quantity, check_relative_path, owner_reference,
+                                                 parse_tolerations)
     from volcano_pipelines.transfer.partition import check_run_id
     from volcano_pipelines.volcano.copyjob import copy_job_name
 
@@ -290,6 +295,8 @@ def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
     tolerations = parse_tolerations("tolerations", args["tolerations"] or [])
     if not 1 <= args["max_retry"] <= 100:
         raise InputError("max_retry", args["max_retry"], "an integer from 1 to 100")
+    if args["owner"] is not None:
+        owner_reference("owner", args["owner"])
     if args["dry_run"]:
         return {"run_id": run_id, "job_name": copy_job_name(run_id)}
     from volcano_pipelines.steps._sync_workers import CopyPods, destination_claim, launcher
@@ -303,7 +310,8 @@ def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
                     config=found.config,
                     queue=args["queue"], cpu=args["cpu"], memory=args["memory"],
                     node_selector=dict(args["node_selector"] or {}), tolerations=tuple(tolerations),
-                    spread=args["spread"], max_retry=args["max_retry"], kubeconfig=args["kubeconfig"],
+                    spread=args["spread"], max_retry=args["max_retry"], owner=args["owner"],
+                    kubeconfig=args["kubeconfig"],
                     context=args["context"])
     return {"run_id": run_id, "job_name": copy_job_name(run_id), "launcher": launcher(pods)}
 

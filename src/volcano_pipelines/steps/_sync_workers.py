@@ -21,10 +21,10 @@ from volcano_pipelines.transfer.partition import RunRecord
 from volcano_pipelines.volcano.copyjob import CopyJobSpec, build_copy_job
 from volcano_pipelines.volcano.spec import JobOptions, Resources, Role
 
-__all__ = ["CopyPods", "destination_claim", "launcher"]
+__all__ = ["CopyPods", "copy_job_manifest", "destination_claim", "launcher"]
 
 # The copy job's options that are the sync step's inputs of the same name.
-_JOB_INPUTS = frozenset({"namespace", "image", "queue", "max_retry"})
+_JOB_INPUTS = frozenset({"namespace", "image", "queue", "max_retry", "owner"})
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class CopyPods:
     tolerations: tuple[dict[str, Any], ...] = ()
     spread: bool = False
     max_retry: int = 3
+    owner: str | None = None  # API_VERSION/KIND/NAME/UID in the job's namespace (KFP: the run's Workflow)
     kubeconfig: str | None = None
     context: str | None = None
 
@@ -99,6 +100,16 @@ def _normal(path: str) -> str:
     return os.path.normpath(os.path.abspath(path))
 
 
+def copy_job_manifest(pods: CopyPods, record: RunRecord, namespace: str) -> dict[str, Any]:
+    """The Volcano Job that copies `record`'s partitions, one pod each. Pure."""
+    job = JobOptions(record.job, namespace=namespace, image=pods.image, queue=pods.queue, max_retry=pods.max_retry,
+                     run_id=record.run_id, owner=pods.owner, pod_security="restricted")
+    role = Role(resources=Resources(cpu=pods.cpu, memory=pods.memory), node_selector=dict(pods.node_selector),
+                tolerations=pods.tolerations)
+    return build_copy_job(CopyJobSpec(job, workers=record.parts, claim=pods.claim, subpath=pods.subpath, role=role,
+                                      spread=pods.spread, config=pods.config))
+
+
 def launcher(pods: CopyPods) -> Any:
     """The launcher transfer/fanout.py calls with a run's record."""
 
@@ -109,12 +120,7 @@ def launcher(pods: CopyPods) -> Any:
         from volcano_pipelines.steps._waiting import WaitPolicy, run
 
         backend = ClusterBackend(connect(pods.kubeconfig, pods.context))
-        job = JobOptions(record.job, namespace=pods.namespace or backend.cluster.namespace, image=pods.image,
-                         queue=pods.queue, max_retry=pods.max_retry, run_id=record.run_id, pod_security="restricted")
-        role = Role(resources=Resources(cpu=pods.cpu, memory=pods.memory), node_selector=dict(pods.node_selector),
-                    tolerations=pods.tolerations)
-        manifest = build_copy_job(CopyJobSpec(job, workers=record.parts, claim=pods.claim, subpath=pods.subpath,
-                                              role=role, spread=pods.spread, config=pods.config))
+        manifest = copy_job_manifest(pods, record, pods.namespace or backend.cluster.namespace)
         policy = WaitPolicy(on_cancel="delete", on_pod_deleted="keep", follow=FollowPolicy.every(0))
         try:
             result = run(backend, manifest, policy, LineProgress(sys.stderr))

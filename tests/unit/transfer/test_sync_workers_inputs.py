@@ -31,6 +31,9 @@ SRC = "webhdfs://127.0.0.1:9/data"  # never reached: every case fails before
     ({"workers": 2, "dest_pvc": " data"}, "dest_pvc", ""),
     ({"workers": 2, "dest_pvc": "data\n"}, "dest_pvc", ""),
     ({"workers": 2, "dest_pvc": "d", "dest_subpath": "../other"}, "dest_subpath", ""),
+    ({"workers": 2, "dest_pvc": "d", "owner": "Workflow/run-1"}, "owner", "API_VERSION/KIND/NAME/UID"),
+    ({"workers": 2, "dest_pvc": "d", "owner": "argoproj.io/v1alpha1/Workflow/Run_1/0b7a6a9e"}, "owner", ""),
+    ({"workers": 2, "dest_pvc": "d", "owner": "v1/ConfigMap/x", "dry_run": True}, "owner", ""),
 ])
 def test_bad_copy_pod_inputs_are_refused_before_anything_happens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  kwargs: dict[str, Any], field: str, allowed: str) -> None:
@@ -82,3 +85,36 @@ def test_sync_help_puts_the_copy_pod_flags_under_their_own_heading(capsys: pytes
     assert "job" not in sections and "run" not in sections, list(sections)
     # The training commands keep theirs.
     assert "--queue" in _help_sections(["train", "tf", "--help"], capsys)["job"]
+
+
+WORKFLOW = "argoproj.io/v1alpha1/Workflow/run-1/0b7a6a9e-2b1c-4c59-9d0d-3f9e9d1c1a11"
+
+
+def test_the_copy_job_is_owned_as_given() -> None:
+    from volcano_pipelines.steps._sync_workers import CopyPods, copy_job_manifest
+    from volcano_pipelines.transfer.partition import RunRecord
+
+    record = RunRecord(run_id="r1", src=SRC, user=None, options={}, parts=3, job="vpipe-sync-0123456789ab")
+    owned = copy_job_manifest(CopyPods(namespace=None, claim="data", subpath=None, owner=WORKFLOW), record, "team-a")
+    assert owned["metadata"]["ownerReferences"] == [{
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": "run-1",
+        "uid": "0b7a6a9e-2b1c-4c59-9d0d-3f9e9d1c1a11", "controller": False, "blockOwnerDeletion": False}]
+    assert owned["metadata"]["namespace"] == "team-a" and owned["spec"]["tasks"][0]["replicas"] == 3
+    alone = copy_job_manifest(CopyPods(namespace=None, claim="data", subpath=None), record, "team-a")
+    assert "ownerReferences" not in alone["metadata"]
+
+
+def test_a_kfp_sync_step_takes_its_runs_workflow_as_the_copy_jobs_owner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The KFP runtime fills `owner` of any step that has one (kfp/runtime.py), only where the copy
+    job stays in the step pod's namespace."""
+    from volcano_pipelines.kfp import runtime
+    from volcano_pipelines.steps._identity import KfpPod
+
+    pod = KfpPod("team-a", "sync-pod", "run-77", WORKFLOW)
+    monkeypatch.setattr("volcano_pipelines.steps.kfp_pod", lambda *a, **k: pod, raising=False)
+    same: dict[str, Any] = {"run_id": "run-77", "namespace": None}
+    runtime._from_kfp_pod(sync, same)
+    assert same["owner"] == WORKFLOW
+    other: dict[str, Any] = {"run_id": "run-77", "namespace": "copiers"}
+    runtime._from_kfp_pod(sync, other)
+    assert other.get("owner") is None
