@@ -163,7 +163,6 @@ def finish_run(
     from volcano_pipelines.k8s.client import connect
     from volcano_pipelines.steps._train import status
     from volcano_pipelines.backends.base import ON_CANCEL_CHOICES
-    from volcano_pipelines.volcano.status import FINAL_PHASES
 
     if not run_id:
         raise InputError("run_id", run_id, "the run's identity (the KFP run id)")
@@ -194,17 +193,24 @@ def finish_run(
         report.post_mortem = save_post_mortem(cluster, namespace, name, job=job)
     if not decision.clean_up:
         return report
-    if on_failure == "keep":
-        report.cleanup = "kept"
-    elif on_failure == "delete":
-        k8s_volcano.delete_job(cluster, namespace, name)
-        report.cleanup = "deleted"
-    elif result.phase not in FINAL_PHASES:
-        report.cleanup = k8s_volcano.abort_job(cluster, job, "PipelineFailed")
-    else:
-        report.cleanup = "kept"  # already over: nothing left to abort
+    report.cleanup = _clean_up(cluster, job, result.phase, on_failure)
     log.info("run %s: job %s/%s %s (on_failure=%s)", run_id, namespace, name, report.cleanup, on_failure)
     return report
+
+
+def _clean_up(cluster: Any, job: dict[str, Any], phase: str, on_failure: str) -> str:
+    """What on_failure does to a run's job: deleted, aborted (pods deleted, the job kept as
+    Aborted) or kept; a job already over is not aborted again."""
+    from volcano_pipelines.k8s import volcano as k8s_volcano
+    from volcano_pipelines.volcano.status import FINAL_PHASES
+
+    meta = job["metadata"]
+    if on_failure == "delete":
+        k8s_volcano.delete_job(cluster, meta["namespace"], meta["name"])
+        return "deleted"
+    if on_failure == "abort" and phase not in FINAL_PHASES:
+        return k8s_volcano.abort_job(cluster, job, "PipelineFailed")
+    return "kept"
 
 
 def _settle_copy_job(cluster: Any, namespaces: Iterable[str], run_id: str, on_failure: str) -> dict[str, Any] | None:
@@ -225,13 +231,7 @@ def _settle_copy_job(cluster: Any, namespaces: Iterable[str], run_id: str, on_fa
             found = {"name": name, "namespace": namespace, "phase": phase or "Pending"}
             if phase in FINAL_PHASES or phase == "Completing":
                 return {**found, "cleanup": "none"}
-            if on_failure == "keep":
-                cleanup = "kept"
-            elif on_failure == "delete":
-                k8s_volcano.delete_job(cluster, namespace, name)
-                cleanup = "deleted"
-            else:
-                cleanup = k8s_volcano.abort_job(cluster, job, "PipelineFailed")
+            cleanup = _clean_up(cluster, job, phase, on_failure)
             log.info("run %s: copy job %s/%s %s: %s at the exit handler, its sync step no longer waits for it "
                      "(on_failure=%s)", run_id, namespace, name, cleanup, found["phase"], on_failure)
             return {**found, "cleanup": cleanup}
