@@ -241,6 +241,10 @@ def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_w
         # one lost later as a new node (tests/argo/test_lost_pod.py): either way the step runs again.
         assert lost == 3, lost
         assert copied["metadata"]["uid"] == first["metadata"]["uid"]  # attached to, not made again
+        # The Workflow that owns the step's pod owns the copy job (the step read it from its pod):
+        # deleting the Workflow deletes the copy pods, which the lost step had kept for its retry.
+        owners = [(o["apiVersion"], o["kind"], o["name"], o["uid"]) for o in copied["metadata"].get("ownerReferences", [])]
+        assert owners == [("argoproj.io/v1alpha1", "Workflow", name, run_id)], owners
         # The copy pods mount the step pod's ConfigMap where the step has it, read-only.
         [task] = copied["spec"]["tasks"]
         pod_spec = task["template"]["spec"]

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from volcano_pipelines.errors import VpipeError
 
-__all__ = ["KFP_POD_NAME_ENV", "KFP_RUN_ID_LABEL", "KfpPod", "kfp_pod"]
+__all__ = ["KFP_POD_NAME_ENV", "KFP_RUN_ID_LABEL", "KfpPod", "kfp_pod", "workflow_owner"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,13 @@ def kfp_pod(kubeconfig: str | None = None, context: str | None = None) -> KfpPod
     meta = pod_metadata(cluster, cluster.namespace, name)
     if meta is None:
         return None
+    return KfpPod(cluster.namespace, name, (meta.get("labels") or {}).get(KFP_RUN_ID_LABEL) or None,
+                  workflow_owner(meta))
+
+
+def workflow_owner(meta: Mapping[str, Any]) -> str | None:
+    """The Argo Workflow that owns a pod (its metadata), as an `owner` value
+    (API_VERSION/KIND/NAME/UID); None when none does. Argo's controller makes every step pod
+    of a Workflow its dependent, under KFP and alone."""
     owners = [o for o in meta.get("ownerReferences") or [] if (o.get("apiVersion"), o.get("kind")) == _WORKFLOW]
-    workflow = "/".join((*_WORKFLOW, owners[0]["name"], owners[0]["uid"])) if owners else None
-    return KfpPod(cluster.namespace, name, (meta.get("labels") or {}).get(KFP_RUN_ID_LABEL) or None, workflow)
+    return "/".join((*_WORKFLOW, owners[0]["name"], owners[0]["uid"])) if owners else None

@@ -177,8 +177,8 @@ def sync(
         max_retry: with workers above 1, runs of the copy job in all before it fails (a killed or evicted pod restarts
             it; files already in place are not copied again)
         owner: with workers above 1, the copy job's owner, API_VERSION/KIND/NAME/UID in its namespace: deleting the
-            owner deletes the job (in a KFP pipeline the run's Workflow, found from this step's pod when the copy job
-            is in the pod's namespace: deleting the run stops its copy pods)
+            owner deletes the job (default in a KFP or Argo pipeline: the Workflow that owns this step's pod, when
+            the copy job is in the pod's namespace: deleting the run stops its copy pods)
     """
     check_types(sync, locals())
     location = parse_source(src)
@@ -299,7 +299,7 @@ def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
         owner_reference("owner", args["owner"])
     if args["dry_run"]:
         return {"run_id": run_id, "job_name": copy_job_name(run_id)}
-    from volcano_pipelines.steps._sync_workers import CopyPods, destination_claim, launcher
+    from volcano_pipelines.steps._sync_workers import CopyPods, copy_job_owner, destination_claim, launcher
 
     # The client files the copy pods need where this pod has them (explicit, or from the environment).
     carried = {"kerberos_keytab": args["kerberos_keytab"], "kerberos_ccache": args["kerberos_ccache"],
@@ -310,7 +310,8 @@ def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
                     config=found.config,
                     queue=args["queue"], cpu=args["cpu"], memory=args["memory"],
                     node_selector=dict(args["node_selector"] or {}), tolerations=tuple(tolerations),
-                    spread=args["spread"], max_retry=args["max_retry"], owner=args["owner"],
+                    spread=args["spread"], max_retry=args["max_retry"],
+                    owner=copy_job_owner(args["owner"], found, args["namespace"]),
                     kubeconfig=args["kubeconfig"],
                     context=args["context"])
     return {"run_id": run_id, "job_name": copy_job_name(run_id), "launcher": launcher(pods)}

@@ -6,6 +6,7 @@ max_retry, keep the job when the step's own pod is lost (the retried step attach
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -17,11 +18,14 @@ from volcano_pipelines.images import RUNTIME_IMAGE
 from volcano_pipelines.kube.pods import mounted_claim, mounted_config
 from volcano_pipelines.labels import POD_NAME_ENV
 from volcano_pipelines.progress import LineProgress
+from volcano_pipelines.steps._identity import workflow_owner
 from volcano_pipelines.transfer.partition import RunRecord
 from volcano_pipelines.volcano.copyjob import CopyJobSpec, build_copy_job
 from volcano_pipelines.volcano.spec import JobOptions, Resources, Role
 
-__all__ = ["CopyPods", "copy_job_manifest", "destination_claim", "launcher"]
+__all__ = ["CopyPods", "copy_job_manifest", "copy_job_owner", "destination_claim", "launcher"]
+
+log = logging.getLogger(__name__)
 
 # The copy job's options that are the sync step's inputs of the same name.
 _JOB_INPUTS = frozenset({"namespace", "image", "queue", "max_retry", "owner"})
@@ -50,13 +54,16 @@ class CopyPods:
 
 @dataclass(frozen=True)
 class FromStepPod:
-    """What the copy pods take from the step: the destination's claim, the image, and the Secret /
-    ConfigMap volumes (with their mounts) that hold the HDFS client's files."""
+    """What the copy pods take from the step: the destination's claim, the image, the Secret /
+    ConfigMap volumes (with their mounts) that hold the HDFS client's files, and where the step's
+    pod was read: its namespace and the Workflow that owns it (copy_job_owner)."""
 
     claim: str
     subpath: str | None
     image: str
     config: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = ()
+    pod_namespace: str | None = None  # None: no step pod was read
+    pod_workflow: str | None = None  # the step pod's Workflow as API_VERSION/KIND/NAME/UID
 
 
 def destination_claim(dst: str, claim: str | None, subpath: str | None, image: str | None, kubeconfig: str | None,
@@ -90,10 +97,29 @@ def destination_claim(dst: str, claim: str | None, subpath: str | None, image: s
         if mounted is not None:
             config.setdefault(mounted[1]["mountPath"], mounted)
     default_image = found[2] if found else RUNTIME_IMAGE
+    where = {"pod_namespace": cluster.namespace, "pod_workflow": workflow_owner(pod.get("metadata") or {})}
     if claim:
-        return FromStepPod(claim, subpath, image or default_image, tuple(config.values()))
+        return FromStepPod(claim, subpath, image or default_image, tuple(config.values()), **where)
     assert found is not None
-    return FromStepPod(found[0], found[1] or None, image or default_image, tuple(config.values()))
+    return FromStepPod(found[0], found[1] or None, image or default_image, tuple(config.values()), **where)
+
+
+def copy_job_owner(given: str | None, step_pod: FromStepPod, namespace: str | None) -> str | None:
+    """The copy job's owner: as given, else the Workflow that owns the step's pod (an Argo
+    Workflow, or the one of a KFP run) when the job stays in that pod's namespace. Deleting the
+    workflow deletes its step pod, and a step that loses its pod keeps the copy job for the
+    retried step to attach to: without the owner, nothing would ever delete those copy pods. In
+    another namespace an owner counts as absent and the garbage collector would delete the job
+    at once, so none is set there."""
+    if given is not None or step_pod.pod_workflow is None:
+        return given
+    if namespace not in (None, step_pod.pod_namespace):
+        log.info("the copy job goes to namespace %s, not the step pod's (%s): not owned by the Workflow %s",
+                 namespace, step_pod.pod_namespace, step_pod.pod_workflow.split("/")[2])
+        return None
+    log.info("the copy job is owned by the Workflow %s: deleting the workflow deletes the copy pods",
+             step_pod.pod_workflow.split("/")[2])
+    return step_pod.pod_workflow
 
 
 def _normal(path: str) -> str:

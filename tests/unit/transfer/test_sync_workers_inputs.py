@@ -118,3 +118,61 @@ def test_a_kfp_sync_step_takes_its_runs_workflow_as_the_copy_jobs_owner(monkeypa
     other: dict[str, Any] = {"run_id": "run-77", "namespace": "copiers"}
     runtime._from_kfp_pod(sync, other)
     assert other.get("owner") is None
+
+
+def _step_pod(owners: list[dict[str, Any]]) -> dict[str, Any]:
+    """A step pod that mounts claim `data` at /data and is owned by `owners`."""
+    return {"metadata": {"name": "sync-pod", "ownerReferences": owners},
+            "spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}],
+                     "containers": [{"name": "main", "image": "registry.example/vpipe:1",
+                                     "volumeMounts": [{"name": "d", "mountPath": "/data"}]}]}}
+
+
+ARGO_OWNER = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": "run-1",
+              "uid": "0b7a6a9e-2b1c-4c59-9d0d-3f9e9d1c1a11", "controller": True, "blockOwnerDeletion": True}
+
+
+@pytest.mark.parametrize(("owners", "workflow"), [
+    ([ARGO_OWNER], WORKFLOW),
+    ([{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u"}, ARGO_OWNER], WORKFLOW),
+    ([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u"}], None),
+    ([], None),
+])
+def test_the_step_pod_is_read_for_its_workflow_and_namespace(monkeypatch: pytest.MonkeyPatch,
+                                                             owners: list[dict[str, Any]], workflow: str | None) -> None:
+    from types import SimpleNamespace
+
+    from volcano_pipelines.steps import _sync_workers
+
+    monkeypatch.setenv("VPIPE_POD_NAME", "sync-pod")
+    monkeypatch.setattr("volcano_pipelines.k8s.client.connect", lambda *a: SimpleNamespace(namespace="team-a"))
+    monkeypatch.setattr("volcano_pipelines.k8s.pods.pod_object", lambda cluster, ns, name: _step_pod(owners))
+    found = _sync_workers.destination_claim("/data/ds", None, None, None, None, None)
+    assert (found.claim, found.subpath, found.image) == ("data", "ds", "registry.example/vpipe:1")
+    assert (found.pod_namespace, found.pod_workflow) == ("team-a", workflow)
+
+
+@pytest.mark.parametrize(("given", "pod_workflow", "namespace", "owner"), [
+    (None, WORKFLOW, None, WORKFLOW),  # the pod's namespace by default: the Workflow owns the copy job
+    (None, WORKFLOW, "team-a", WORKFLOW),  # named, and the pod's
+    (None, WORKFLOW, "copiers", None),  # another namespace: an owner there would have the job deleted at once
+    (None, None, None, None),  # no Workflow owns the pod (a pod of a user's own)
+    ("v1/ConfigMap/keep/u-1", WORKFLOW, None, "v1/ConfigMap/keep/u-1"),  # given: as given
+    ("v1/ConfigMap/keep/u-1", WORKFLOW, "copiers", "v1/ConfigMap/keep/u-1"),
+])
+def test_the_copy_job_is_owned_by_the_step_pods_workflow_unless_given_or_elsewhere(
+        given: str | None, pod_workflow: str | None, namespace: str | None, owner: str | None) -> None:
+    from volcano_pipelines.steps._sync_workers import FromStepPod, copy_job_owner
+
+    step_pod = FromStepPod("data", None, "img", pod_namespace="team-a", pod_workflow=pod_workflow)
+    assert copy_job_owner(given, step_pod, namespace) == owner
+
+
+def test_outside_a_step_pod_the_copy_job_has_no_owner_but_the_one_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    from volcano_pipelines.steps._sync_workers import copy_job_owner, destination_claim
+
+    monkeypatch.delenv("VPIPE_POD_NAME", raising=False)
+    found = destination_claim("/mnt/ds", "data", None, None, None, None)
+    assert (found.pod_namespace, found.pod_workflow) == (None, None)
+    assert copy_job_owner(None, found, None) is None
+    assert copy_job_owner(WORKFLOW, found, "x") == WORKFLOW
