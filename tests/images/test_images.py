@@ -12,6 +12,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,30 +145,46 @@ def test_mpi_trainer_allreduces_and_starts_sshd(images: Images) -> None:
     assert check.stdout.strip() == "/etc/ssh/ssh_host_ed25519_key"
 
 
-def test_tensorboard_serves_the_logs(images: Images, tmp_path: Path) -> None:
+def _tensorboard_environment(images: Images, logs: Path, wait: float) -> tuple[Any, str]:
+    """TensorBoard started in its image on a free port: its /data/environment answer, or None
+    and what it printed, with a traceback of every thread (faulthandler, on SIGABRT), when it
+    did not answer within `wait` seconds."""
     port = free_port()
-    logs = tmp_path / "logs"
-    logs.mkdir(mode=0o777)
     started = images.run("tensorboard", "--logdir", "/logs", "--host", "127.0.0.1", "--port", str(port),
-                         volumes=[f"{logs}:/logs:ro"], detach=True)
+                         volumes=[f"{logs}:/logs:ro"], env={"PYTHONFAULTHANDLER": "1"}, detach=True)
     assert started.returncode == 0, started.stderr
     container = started.stdout.strip()
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + wait
         while True:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/environment", timeout=5) as response:
-                    environment = json.loads(response.read())
-                break
+                    return json.loads(response.read()), ""
             except OSError:
                 if time.monotonic() > deadline:
-                    logs_out = images.engine("logs", container, capture=True, check=False)
-                    pytest.fail(f"TensorBoard did not answer in 120 s: {logs_out.stdout}{logs_out.stderr}")
+                    images.engine("kill", "--signal", "ABRT", container, capture=True, check=False)
+                    time.sleep(2)
+                    out = images.engine("logs", container, capture=True, check=False)
+                    return None, f"port {port}, {wait:.0f} s: {out.stdout}{out.stderr}"
                 time.sleep(1)
-        assert environment["data_location"] == "/logs"
-        assert environment["version"] == "2.21.0"
     finally:
         images.engine("rm", "-f", container, capture=True, check=False)
+
+
+def test_tensorboard_serves_the_logs(images: Images, tmp_path: Path) -> None:
+    """It answers in about 2 s, loaded or not; once in CI (a cold run, four pytest processes) it
+    printed its first line and then nothing for 120 s, port closed, and it never recurred alone
+    or beside busy loops. A second start after such a stall is allowed and the stalled one's
+    threads are shown (a warning); two stalls fail."""
+    logs = tmp_path / "logs"
+    logs.mkdir(mode=0o777)
+    environment, stalled = _tensorboard_environment(images, logs, wait=60)
+    if environment is None:
+        warnings.warn(f"TensorBoard did not answer, started again: {stalled}", stacklevel=1)
+        environment, again = _tensorboard_environment(images, logs, wait=120)
+        assert environment is not None, f"TensorBoard did not answer twice: {stalled}\n---\n{again}"
+    assert environment["data_location"] == "/logs"
+    assert environment["version"] == "2.21.0"
 
 
 def test_tfserving_standin_reports_the_version_directories_and_predicts(images: Images, tmp_path: Path) -> None:
