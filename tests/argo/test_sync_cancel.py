@@ -29,7 +29,7 @@ from kubernetes import client
 
 from tests.argo import support
 from tests.argo.test_faults import jobs, submit_from_template
-from tests.argo.test_sync_workers import CONF_DIR, CONF_PATCH, HDFS_SITE
+from tests.argo.test_sync_workers import CONF_DIR, CONF_PATCH, sync_template_over_hdfs
 from tests.argo.test_workflows import GROUP, VERSION, _why, wait_finished, workflow
 from tests.integration.waiting import wait_for
 from tests.node.test_training import _host_path_pvc, toleration
@@ -49,17 +49,12 @@ def copy_pods(core: Any, namespace: str, job: str) -> list[Any]:
     return core.list_namespaced_pod(namespace, label_selector=f"volcano.sh/job-name={job}").items
 
 
-def test_a_stopped_or_deleted_sync_workflow_leaves_no_copy_job_and_no_half_file(
+def test_a_stopped_or_deleted_sync_workflow_leaves_no_copy_job_and_keeps_its_plan(
         cluster: Any, namespace: str, real_node: Any, argo: Any, hdfs_for_pods: Any, gluster: Any) -> None:
     api = cluster.api_client()
     core = client.CoreV1Api(api)
     custom = client.CustomObjectsApi(api)
-    objects = support.base_objects(namespace)
-    support.apply_objects(api, namespace, objects)
-    support.apply_objects(api, namespace, support.load("pipelines/argo/sync.yaml"))
-    support.external_name(api, namespace, POD_HDFS_NAME, real_node.gateway_ip, hdfs_for_pods.rpc_port)
-    core.create_namespaced_config_map(namespace, {"metadata": {"name": "hadoop-conf"},
-                                                  "data": {"hdfs-site.xml": HDFS_SITE}})
+    objects = sync_template_over_hdfs(api, namespace, real_node, hdfs_for_pods)
     files = {f"d{i % 2}/f{i}.txt": os.urandom(1000 + i) for i in range(6)}
     put_tree(hdfs_for_pods.client(), f"/datasets/{namespace}", files)
     volume = gluster.fresh_dir(f"{namespace}-cancel")

@@ -60,6 +60,19 @@ CONF_PATCH = {"volumes": [{"name": "hadoop-conf", "configMap": {"name": "hadoop-
 REWRITTEN = b"rewritten after the plan\n" * 7
 
 
+def sync_template_over_hdfs(api: Any, namespace: str, real_node: Any, hdfs_for_pods: Any) -> list[dict[str, Any]]:
+    """The shipped `vpipe-sync` template and what its pods need to reach HDFS over `hdfs://`
+    (the name POD_HDFS_NAME for the test's HDFS, the ConfigMap `hadoop-conf` for CONF_PATCH);
+    returns the base objects, cluster-scoped ones included, for support.delete_cluster_scoped."""
+    objects = support.base_objects(namespace)
+    support.apply_objects(api, namespace, objects)
+    support.apply_objects(api, namespace, support.load("pipelines/argo/sync.yaml"))
+    support.external_name(api, namespace, POD_HDFS_NAME, real_node.gateway_ip, hdfs_for_pods.rpc_port)
+    client.CoreV1Api(api).create_namespaced_config_map(namespace, {"metadata": {"name": "hadoop-conf"},
+                                                                   "data": {"hdfs-site.xml": HDFS_SITE}})
+    return objects
+
+
 HUGE = "huge/weights.bin"  # one partition's file, long enough in the copy to be caught half-way
 
 
@@ -184,12 +197,7 @@ def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_w
         cluster: Any, namespace: str, real_node: Any, argo: Any, hdfs_for_pods: Any, gluster: Any) -> None:
     api = cluster.api_client()
     core = client.CoreV1Api(api)
-    objects = support.base_objects(namespace)
-    support.apply_objects(api, namespace, objects)
-    support.apply_objects(api, namespace, support.load("pipelines/argo/sync.yaml"))
-    support.external_name(api, namespace, POD_HDFS_NAME, real_node.gateway_ip, hdfs_for_pods.rpc_port)
-    core.create_namespaced_config_map(namespace, {"metadata": {"name": "hadoop-conf"},
-                                                  "data": {"hdfs-site.xml": HDFS_SITE}})
+    objects = sync_template_over_hdfs(api, namespace, real_node, hdfs_for_pods)
     files = dataset()
     put_tree(hdfs_for_pods.client(), f"/datasets/{namespace}", files)
     volume = gluster.fresh_dir(f"{namespace}-workers")
