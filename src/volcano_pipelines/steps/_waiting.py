@@ -36,7 +36,7 @@ from volcano_pipelines.volcano.status import (
     pod_failure,
 )
 
-__all__ = ["ON_CANCEL_CHOICES", "Cancelled", "PodDeleted", "WaitPolicy", "job_result", "run"]
+__all__ = ["ON_CANCEL_CHOICES", "Cancelled", "PodDeleted", "StopSignal", "WaitPolicy", "job_result", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,14 @@ class Cancelled(WorkFailed):
     """The step was asked to stop (SIGTERM from a cancelled pipeline, or Ctrl-C)."""
 
 
+class StopSignal(BaseException):
+    """A stop signal, raised by its handler in the main thread wherever that thread is. Not an
+    Exception, as KeyboardInterrupt is not: the wait loop's reads that may fail without failing
+    the step (a pod's log, an annotation: `except Exception`) must not swallow it, which a
+    Cancelled raised there was (CI saw a step on SIGTERM wait on for good). run() turns it into
+    Cancelled once the job is dealt with."""
+
+
 class PodDeleted(ClusterError):
     """SIGTERM came because the step's own pod is being deleted (evicted, drained, deleted by
     hand): not the work's failure but the platform's (exit 3), and a retry re-attaches."""
@@ -98,7 +106,7 @@ def run(
         with backend.session(job, policy.log_lines) as session:
             try:
                 return _Waiter(session, job, created, policy, progress, clock, backend.name, started).wait()
-            except Cancelled as err:
+            except StopSignal as err:
                 pod_deleted = _own_pod_deleted(backend, policy)
                 action = policy.on_pod_deleted if pod_deleted and policy.on_pod_deleted else policy.on_cancel
                 if action != "keep":  # the record first: deleting or aborting the job deletes its pods
@@ -361,14 +369,17 @@ def _hurry_on_signal(session: JobSession, progress: Progress, enabled: bool) -> 
 
 @contextmanager
 def _stop_signals(enabled: bool) -> Iterator[None]:
-    """Turn SIGTERM (a cancelled pipeline) and SIGINT into Cancelled so the job is cleaned up
-    per on_cancel; only possible from the main thread."""
+    """Turn SIGTERM (a cancelled pipeline) and SIGINT into StopSignal, which run() answers by
+    cleaning up per on_cancel and raising Cancelled; only possible from the main thread."""
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum: int, _frame: object) -> None:
-        raise Cancelled(f"cancelled by {signal.Signals(signum).name}")
+        raise StopSignal(f"cancelled by {signal.Signals(signum).name}")
 
-    with stop_signals_handled_by(handler):
-        yield
+    try:
+        with stop_signals_handled_by(handler):
+            yield
+    except StopSignal as err:  # before the wait (the submission) or during the cleanup: the same Cancelled
+        raise Cancelled(str(err)) from None

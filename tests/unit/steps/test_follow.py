@@ -113,6 +113,42 @@ def test_a_log_that_cannot_be_read_never_fails_the_step() -> None:
     assert result.succeeded and result.progress is None and backend.reads
 
 
+@pytest.mark.parametrize("where", ["progress_log", "annotate"])
+def test_a_sigterm_that_lands_in_a_read_allowed_to_fail_still_cancels(where: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stop signal's handler raises in the main thread wherever it is; in the follower's log
+    read or annotation (`except Exception`: those may fail without failing the step) a Cancelled
+    raised there was swallowed and the step waited on (CI: a SIGTERMed step never exited). A real
+    SIGTERM sent from inside each: the step cancels, applies on_cancel, and the job's later
+    Completed is never reached."""
+    import os
+    import signal
+
+    from volcano_pipelines.steps._waiting import Cancelled
+
+    clock = FakeClock()
+    backend = Annotating([running(), say("vpipe:progress step=100 total=1200"), None, None, None, job("Completed")],
+                         clock)
+    original = getattr(backend, where)
+    sent: list[str] = []
+
+    def signalled(*args: object) -> object:
+        if not sent:
+            sent.append(where)
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, inside the guarded call
+        return original(*args)
+
+    monkeypatch.setattr(backend, where, signalled)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Cancelled) as info:
+        run(backend, MANIFEST, WaitPolicy(follow=FollowPolicy(), on_cancel="delete"), RecordingProgress(), clock=clock)
+    assert sent == [where] and str(info.value) == "cancelled by SIGTERM; job ns/j deleted"
+    assert "delete" in backend.calls and backend.open_sessions == 0
+    assert signal.getsignal(signal.SIGTERM) is before  # the step's handler is gone again
+
+
+
+
 def test_a_restarted_job_says_where_it_resumed() -> None:
     clock = FakeClock()
 

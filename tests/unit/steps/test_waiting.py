@@ -9,7 +9,7 @@ from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, failed_pod
 from volcano_pipelines.backends.base import Scheduling
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.errors import EXIT_CLUSTER
-from volcano_pipelines.steps._waiting import Cancelled, PodDeleted, WaitPolicy, completing_seconds, run
+from volcano_pipelines.steps._waiting import Cancelled, PodDeleted, StopSignal, WaitPolicy, completing_seconds, run
 from volcano_pipelines.volcano.status import JobStatus
 from volcano_pipelines.volcano.tf import build_tf_job
 from volcano_pipelines.volcano.spec import JobOptions, TFJobSpec
@@ -120,7 +120,7 @@ def test_timeout_where_commands_are_not_available_deletes_and_says_so() -> None:
 @pytest.mark.parametrize("on_cancel,expected", [("delete", ["delete"]), ("abort", ["abort"]), ("keep", [])])
 def test_cancel_applies_on_cancel(on_cancel: str, expected: list[str]) -> None:
     clock = FakeClock()
-    backend = MemoryBackend([job("Running"), Cancelled("cancelled by SIGTERM")], clock)
+    backend = MemoryBackend([job("Running"), StopSignal("cancelled by SIGTERM")], clock)
     with pytest.raises(Cancelled) as info:
         wait(backend, clock, on_cancel=on_cancel)
     assert [c for c in backend.calls if c in ("delete", "abort")] == expected
@@ -135,7 +135,7 @@ def test_sigterm_while_the_steps_own_pod_is_deleted_applies_on_pod_deleted(pod_d
     on_pod_deleted=keep the job goes on for the retried step to attach to, and the step exits 3
     (the platform's problem, which Argo's retry expression retries). A real cancel still deletes."""
     clock = FakeClock()
-    backend = MemoryBackend([job("Running"), Cancelled("cancelled by SIGTERM")], clock)
+    backend = MemoryBackend([job("Running"), StopSignal("cancelled by SIGTERM")], clock)
     backend.own_pod_deleted = lambda: pod_deleted  # type: ignore[attr-defined]
     with pytest.raises(Cancelled if not pod_deleted else PodDeleted) as info:
         wait(backend, clock, on_cancel="delete", on_pod_deleted="keep")
@@ -149,7 +149,7 @@ def test_sigterm_while_the_steps_own_pod_is_deleted_applies_on_pod_deleted(pod_d
 
 def test_on_pod_deleted_unset_never_asks_about_the_pod() -> None:
     clock = FakeClock()
-    backend = MemoryBackend([job("Running"), Cancelled("cancelled by SIGTERM")], clock)
+    backend = MemoryBackend([job("Running"), StopSignal("cancelled by SIGTERM")], clock)
     asked: list[bool] = []
     backend.own_pod_deleted = lambda: asked.append(True) or True  # type: ignore[attr-defined]
     with pytest.raises(Cancelled):
@@ -197,3 +197,24 @@ def test_the_ps_linger_of_a_completed_job_is_how_long_volcano_had_it_completing(
     assert completing_seconds(done) == 3.0
     assert completing_seconds(conditions(("Running", "2026-01-01T00:00:00Z"), ("Completed", "2026-01-01T00:01:03Z"))) is None
     assert completing_seconds({"status": {}}) is None and completing_seconds({}) is None
+
+
+def test_a_sigterm_before_the_wait_is_a_cancel_not_a_bare_signal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handler's StopSignal is not an Exception; one that comes while the job is being
+    submitted (before the wait's cleanup can answer it) still leaves run() as Cancelled, which
+    the front ends report with their exit code, never as a traceback."""
+    import os
+    import signal
+
+    clock = FakeClock()
+    backend = MemoryBackend([job("Running")], clock)
+    submit = backend.submit
+
+    def signalled(manifest: dict[str, object]) -> object:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return submit(manifest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(backend, "submit", signalled)
+    with pytest.raises(Cancelled) as info:
+        run(backend, MANIFEST, WaitPolicy(), clock=clock)
+    assert str(info.value) == "cancelled by SIGTERM"
