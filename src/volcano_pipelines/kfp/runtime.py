@@ -87,7 +87,7 @@ def _from_kfp_pod(fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
     wants_owner = "owner" in names and kwargs.get("owner") is None
     if not (wants_run or wants_owner):
         return
-    from volcano_pipelines.steps import kfp_pod
+    from volcano_pipelines.steps import kfp_pod, owner_in
 
     pod = kfp_pod(kwargs.get("kubeconfig"), kwargs.get("context"))
     if pod is None:
@@ -98,9 +98,10 @@ def _from_kfp_pod(fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
     elif wants_run:
         log.warning("run_id not given and pod %s/%s has no pipeline/runid label: a retried step will not re-attach",
                     pod.namespace, pod.name)
-    if wants_owner and pod.workflow and kwargs.get("namespace") in (None, pod.namespace):
-        kwargs["owner"] = pod.workflow
-        log.info("the job is owned by the run's Workflow %s: deleting the run deletes it", pod.workflow.split("/")[2])
+    owner = owner_in(pod.workflow, pod.namespace, kwargs.get("namespace"))
+    if wants_owner and owner:
+        kwargs["owner"] = owner
+        log.info("the job is owned by the run's Workflow %s: deleting the run deletes it", owner.split("/")[2])
 
 
 def _report(result: Any, metrics: Any, summary: Any) -> None:

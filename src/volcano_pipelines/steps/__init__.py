@@ -17,7 +17,7 @@ _SUPPORT = {
     "DEFAULT_MAX_DELETE": "_sync", "DEFAULT_TRANSFERS": "_sync", "DEFAULT_DURABILITY": "_sync",
     "DEFAULT_STREAMS": "_sync", "DURABILITY_MODES": "_sync", "DeletionRefused": "_sync", "SyncFailed": "_sync",
     "SyncInterrupted": "_sync", "TransferProgress": "_sync", "display_path": "_sync", "quoted_path": "_sync",
-    "namespace_prepare": "_admin", "pv_reuse": "_admin", "kfp_pod": "_identity", "POST_MORTEM_DIR_ENV": "_restarts",
+    "namespace_prepare": "_admin", "pv_reuse": "_admin", "kfp_pod": "_identity", "owner_in": "_identity", "POST_MORTEM_DIR_ENV": "_restarts",
     "target_namespace": "_train",
 }
 # Each name's module: the steps' from the one list of steps (steps/registry.py). No module is
@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # static types for `from volcano_pipelines.steps import ...` 
     )
     from volcano_pipelines.steps._identity import (
         kfp_pod as kfp_pod,
+        owner_in as owner_in,
     )
     from volcano_pipelines.steps._reap import (
         ON_FAILURE_CHOICES as ON_FAILURE_CHOICES,

@@ -17,7 +17,7 @@ from typing import Any
 
 from volcano_pipelines.errors import VpipeError
 
-__all__ = ["KFP_POD_NAME_ENV", "KFP_RUN_ID_LABEL", "KfpPod", "kfp_pod", "workflow_owner"]
+__all__ = ["KFP_POD_NAME_ENV", "KFP_RUN_ID_LABEL", "KfpPod", "kfp_pod", "owner_in", "workflow_owner"]
 
 log = logging.getLogger(__name__)
 
@@ -62,3 +62,10 @@ def workflow_owner(meta: Mapping[str, Any]) -> str | None:
     of a Workflow its dependent, under KFP and alone."""
     owners = [o for o in meta.get("ownerReferences") or [] if (o.get("apiVersion"), o.get("kind")) == _WORKFLOW]
     return "/".join((*_WORKFLOW, owners[0]["name"], owners[0]["uid"])) if owners else None
+
+
+def owner_in(workflow: str | None, pod_namespace: str | None, namespace: str | None) -> str | None:
+    """The step pod's Workflow as the owner of an object the step makes in `namespace` (None:
+    the pod's own), or None: an owner in another namespace counts as absent, and the garbage
+    collector would delete the object at once."""
+    return workflow if namespace in (None, pod_namespace) else None

@@ -18,7 +18,7 @@ from volcano_pipelines.images import RUNTIME_IMAGE
 from volcano_pipelines.kube.pods import mounted_claim, mounted_config
 from volcano_pipelines.labels import POD_NAME_ENV
 from volcano_pipelines.progress import LineProgress
-from volcano_pipelines.steps._identity import workflow_owner
+from volcano_pipelines.steps._identity import owner_in, workflow_owner
 from volcano_pipelines.transfer.partition import RunRecord
 from volcano_pipelines.volcano.copyjob import CopyJobSpec, build_copy_job
 from volcano_pipelines.volcano.spec import JobOptions, Resources, Role
@@ -113,7 +113,7 @@ def copy_job_owner(given: str | None, step_pod: FromStepPod, namespace: str | No
     at once, so none is set there."""
     if given is not None or step_pod.pod_workflow is None:
         return given
-    if namespace not in (None, step_pod.pod_namespace):
+    if owner_in(step_pod.pod_workflow, step_pod.pod_namespace, namespace) is None:
         log.info("the copy job goes to namespace %s, not the step pod's (%s): not owned by the Workflow %s",
                  namespace, step_pod.pod_namespace, step_pod.pod_workflow.split("/")[2])
         return None
