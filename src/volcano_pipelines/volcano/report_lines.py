@@ -12,7 +12,8 @@ spaces in double quotes); unknown keys are ignored, so the format can grow:
 
 `step` is required (a non-negative integer) in every report; `total`, `loss`,
 `examples_per_second`, `path` are optional; `time` (Unix seconds) optionally says when it
-happened (else the reader uses the time it first saw the line).
+happened (else the reader uses the time it first saw the line, and measures the rate only from
+the newest line of each read).
 
 The same module holds what the step makes of the reports over time (`ProgressTracker`: the
 latest progress, the rate and the ETA, the last checkpoint, the step a restarted run resumed
@@ -189,6 +190,11 @@ def _from_iso(text: Any) -> float | None:
 
 
 _KEEP_RESUMES = 32  # one per restart; bounded against code that prints many
+# The rate (and so the ETA) is measured over the reports of the last minute of the current
+# attempt: long enough to smooth a block of steps, short enough to follow a change of pace (a
+# slow start, workers joining); at most this many samples are kept.
+RATE_WINDOW_SECONDS = 60.0
+_MAX_SAMPLES = 64
 
 
 @dataclass
@@ -196,10 +202,15 @@ class ProgressTracker:
     """The reports of one job, as they are read again and again from overlapping log tails:
     the same line read twice changes nothing. `observe` takes the reports of one read and the
     time of the read (Unix seconds); `restarted` marks a new attempt of the job (a restart:
-    the rate starts again and the next report tells the step it resumed from)."""
+    the rate starts again and the next report tells the step it resumed from).
 
-    # (time, step) of the first progress report of this attempt: the rate is measured from it.
-    _base: tuple[float, int] | None = None
+    The rate comes from when the reports were printed: a line's own `time=`, else, for the
+    newest report of a read only, the time of the read (the older lines of a tail were printed
+    before it, at times unknown: taking the read's time for them made the first reads of an
+    attempt look like a burst of steps, and the ETA too low)."""
+
+    # (time, step) of the current attempt's progress reports inside the rate window, oldest first.
+    _samples: list[tuple[float, int]] = field(default_factory=list)
     _seen: dict[tuple[str, int], float] = field(default_factory=dict)
     state: TrainingProgress = field(default_factory=TrainingProgress)
     _new_attempt: bool = False
@@ -208,27 +219,42 @@ class ProgressTracker:
     _new_checkpoints: bool = False
     # (step, time) of the resume lines already taken, so a re-read never moves the step back.
     _resumes: list[tuple[int, float | None]] = field(default_factory=list)
+    # A new attempt may print the very resume line the last one printed (same step, no time):
+    # it is taken once more, unless the read is the old attempt's log read again (its newest
+    # report is the one last taken before the restart).
+    _resume_again: bool = False
+    _last_taken: Report | None = None
+    _replay_end: Report | None = None
 
     def restarted(self) -> None:
-        self._base = None
+        self._samples = []
         self._new_attempt = True
         self._new_checkpoints = True
+        self._resume_again = True
+        self._replay_end = self._last_taken
 
     def observe(self, reports: Iterable[Report], now: float) -> bool:
         """Take one read's reports; True when what the step shows changed."""
         before = self.state
         state = before
         reports = list(reports)
-        for report in reports:
-            when = report.time if report.time is not None else self._seen.setdefault((report.kind, report.step), now)
+        replay = bool(reports) and reports[-1] == self._replay_end
+        newest = max((i for i, r in enumerate(reports) if r.kind == "progress"), default=None)
+        for i, report in enumerate(reports):
+            key = (report.kind, report.step)
+            fresh = key not in self._seen
+            first_read = self._seen.setdefault(key, now)
+            when = report.time if report.time is not None else first_read
             if report.kind == "resumed":
-                if report.step > 0 and (report.step, report.time) not in self._resumes:
+                again = self._resume_again and not replay
+                if report.step > 0 and ((report.step, report.time) not in self._resumes or again):
                     # The first read of a resume line: training now stands at that step, not
                     # at the last step the old attempt printed (which may lie past the
                     # checkpoint); the rate starts again from there. A re-read changes nothing.
                     self._resumes.append((report.step, report.time))
                     del self._resumes[:-_KEEP_RESUMES]
-                    self._base = None
+                    self._samples = []
+                    self._resume_again = False
                     state = _with(state, resumed_from_step=report.step, step=report.step,
                                   steps_per_second=None, eta_seconds=None, examples_per_second=None,
                                   updated=when)
@@ -240,8 +266,12 @@ class ProgressTracker:
                         self._new_checkpoints = False
                     state = _with(state, checkpoint_step=report.step, checkpoint_path=report.path,
                                   checkpoint_time=when)
-            else:
-                state = self._progress(state, report, when)
+            elif fresh or self._new_attempt or report.step > (state.step if state.step is not None else -1):
+                # (A line read before, older than what is shown, is an overlapping tail's.)
+                printed = report.time if report.time is not None else now if (i == newest and fresh) else None
+                state = self._progress(state, report, when, printed)
+        if reports and not replay:
+            self._last_taken = reports[-1]
         self.state = state
         if reports and len(self._seen) > 256:
             # Lines older than this read's oldest will not be read again: forget them.
@@ -249,20 +279,19 @@ class ProgressTracker:
             self._seen = {key: seen for key, seen in self._seen.items() if key[1] >= oldest}
         return state != before
 
-    def _progress(self, state: TrainingProgress, report: Report, when: float) -> TrainingProgress:
+    def _progress(self, state: TrainingProgress, report: Report, when: float,
+                  printed: float | None) -> TrainingProgress:
         if state.step is not None and report.step < state.step and not self._new_attempt:
             # A lower step without a restart seen: an old line (a worker's, a retried one)
             # or a run that went back to a checkpoint; either way, the rate starts again.
-            self._base = None
+            self._samples = []
         # Only a `resumed` line says where a restarted run went on from: the first step a new
         # attempt reports cannot tell a resumed run from one that started again from 0.
         self._new_attempt = False
-        if self._base is None or report.step < self._base[1]:
-            self._base = (when, report.step)
-        base_time, base_step = self._base
         steps_per_second = state.steps_per_second if report.step >= (state.step or 0) else None
-        if when - base_time > 0 and report.step > base_step:
-            steps_per_second = (report.step - base_step) / (when - base_time)
+        if printed is not None:
+            rate = self._sample(printed, report.step)
+            steps_per_second = rate if rate is not None else steps_per_second
         total = report.total or state.total
         eta = None
         if total and steps_per_second:
@@ -270,6 +299,22 @@ class ProgressTracker:
         return _with(state, step=report.step, total=total, loss=report.loss,
                      examples_per_second=report.examples_per_second, steps_per_second=steps_per_second,
                      eta_seconds=eta, updated=when)
+
+    def _sample(self, printed: float, step: int) -> float | None:
+        """Add one (time, step) point of the current attempt; the rate over the window, or None
+        while it has no span."""
+        samples = self._samples
+        if samples and (step < samples[-1][1] or printed < samples[-1][0]):
+            samples.clear()  # out of order: an old line or a run gone back; start again
+        if not samples or (printed, step) != samples[-1]:
+            samples.append((printed, step))
+        # Keep the newest point at or before the window's start, so the window is always spanned.
+        while len(samples) > 2 and (samples[1][0] <= printed - RATE_WINDOW_SECONDS or len(samples) > _MAX_SAMPLES):
+            samples.pop(0)
+        (first_time, first_step), (last_time, last_step) = samples[0], samples[-1]
+        if last_time - first_time <= 0 or last_step <= first_step:
+            return None
+        return (last_step - first_step) / (last_time - first_time)
 
 
 def _with(state: TrainingProgress, **changes: Any) -> TrainingProgress:

@@ -191,3 +191,75 @@ def test_the_line_users_read() -> None:
 def test_the_reporting_pod(tasks: list[str], pod: str | None) -> None:
     job = {"metadata": {"name": "j"}, "spec": {"tasks": [{"name": t} for t in tasks]}}
     assert reporting_pod(job) == pod
+
+
+# ---------------------------------------------------------------- issue 42 item 4: the ETA
+
+
+def _lines(steps: range, total: int, *, at: float | None = None) -> str:
+    """The progress lines of a run at 100 steps/s, with their printed times when `at` is given
+    (the time of step 0)."""
+    return "\n".join(f"vpipe:progress step={s} total={total}" + (f" time={at + s / 100}" if at is not None else "")
+                     for s in steps)
+
+
+def test_lines_without_time_read_in_a_batch_do_not_make_a_burst_of_steps() -> None:
+    # 100 steps/s, a line every 50 steps, no time on the lines, a read every 15 s: the first
+    # read holds 1.5 s... 15 s of lines at once. Taking the read's time for all of them made the
+    # rate (3000 - 50) / 15 s = 197 steps/s and the ETA half the truth (issue 42: `ETA 38s`
+    # where 53 s remained).
+    tracker = ProgressTracker()
+    tracker.observe(parse_text(_lines(range(50, 1501, 50), 6000)), now=15.0)
+    tracker.observe(parse_text(_lines(range(50, 3001, 50)[-200:], 6000)), now=30.0)
+    assert tracker.state.step == 3000
+    assert tracker.state.steps_per_second == pytest.approx(100.0)
+    assert tracker.state.eta_seconds == pytest.approx(30.0)
+
+
+def test_the_rate_comes_from_the_printed_times_over_the_last_minute() -> None:
+    # Read long after they were printed, and the pace halved after a fast first minute: the
+    # ETA follows the current pace, not the average since the start.
+    tracker = ProgressTracker()
+    fast = "\n".join(f"vpipe:progress step={s} total=20000 time={1000 + s / 200}" for s in range(0, 12001, 500))
+    tracker.observe(parse_text(fast), now=5000.0)
+    assert tracker.state.steps_per_second == pytest.approx(200.0)
+    slow = "\n".join(f"vpipe:progress step={s} total=20000 time={1060 + (s - 12000) / 100}"
+                     for s in range(12000, 19001, 500))
+    tracker.observe(parse_text(slow), now=5001.0)
+    assert tracker.state.step == 19000
+    assert tracker.state.steps_per_second == pytest.approx(100.0)
+    assert tracker.state.eta_seconds == pytest.approx(10.0)
+
+
+def test_after_a_resume_the_rate_is_the_new_attempts_own() -> None:
+    tracker = ProgressTracker()
+    tracker.observe(parse_text(_lines(range(0, 3501, 50), 6000, at=0.0)), now=40.0)
+    tracker.restarted()
+    # The new attempt prints its resume line and starts 20 s later (TensorFlow's start-up),
+    # then goes at 100 steps/s again; all of it read at once.
+    tail = ("vpipe:resumed step=3000 time=100\n"
+            + "\n".join(f"vpipe:progress step={s} total=6000 time={120 + (s - 3000) / 100}" for s in range(3050, 3451, 50)))
+    tracker.observe(parse_text(tail), now=125.0)
+    assert tracker.state.step == 3450 and tracker.state.resumed_from_step == 3000
+    assert tracker.state.steps_per_second == pytest.approx(100.0)
+    assert tracker.state.eta_seconds == pytest.approx(25.5)
+
+
+def test_a_resume_line_printed_identically_by_two_attempts_is_taken_each_time() -> None:
+    # Same step, no time: the second attempt's line looks like the first attempt's. Before,
+    # it was ignored and the display kept the dead attempt's step 3600 and its ETA.
+    tracker = ProgressTracker()
+    first = "vpipe:resumed step=3000\n" + _lines(range(3050, 3601, 50), 6000)
+    tracker.observe(parse_text(first), now=100.0)
+    assert tracker.state.step == 3600
+    tracker.restarted()
+    # The old attempt's log read once more while it restarts: nothing moves back.
+    assert not tracker.observe(parse_text(first), now=110.0)
+    assert tracker.state.step == 3600
+    # The new attempt's first lines.
+    assert tracker.observe(parse_text("vpipe:resumed step=3000"), now=130.0)
+    assert (tracker.state.step, tracker.state.resumed_from_step, tracker.state.eta_seconds) == (3000, 3000, None)
+    # Read again: still nothing moves back.
+    tracker.observe(parse_text("vpipe:resumed step=3000\nvpipe:progress step=3050 total=6000"), now=140.0)
+    tracker.observe(parse_text("vpipe:resumed step=3000\nvpipe:progress step=3050 total=6000"), now=150.0)
+    assert tracker.state.step == 3050
