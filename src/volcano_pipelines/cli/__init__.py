@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from volcano_pipelines import __version__
-from volcano_pipelines.errors import EXIT_BAD_INPUT, EXIT_OK, VpipeError
+from volcano_pipelines.errors import EXIT_BAD_INPUT, EXIT_OK, InputError, VpipeError
 from volcano_pipelines.steps.registry import CLI, Step, steps_for
 
 __all__ = ["build_parser", "generated_commands", "main"]
@@ -114,6 +114,21 @@ def _missing_extra(command: str | None, err: ModuleNotFoundError) -> int:
     return EXIT_BAD_INPUT
 
 
+def as_typed(parser: argparse.ArgumentParser, err: VpipeError) -> VpipeError:
+    """An input error that still names a step's argument (`kubeconfig`, `out`) names what the
+    user typed instead: the command's flag with that destination (`--kubeconfig`, `--out`), or
+    its positional word (`JOB`). The last translation, for what a command did not name itself."""
+    if not isinstance(err, InputError) or not err.field.isidentifier():
+        return err
+    for action in parser._actions:
+        if action.dest == err.field and action.option_strings:
+            flag = next((o for o in action.option_strings if o.startswith("--")), action.option_strings[0])
+            return InputError(flag, err.value, err.allowed)
+        if action.dest == err.field and isinstance(action.metavar, str):
+            return InputError(action.metavar, err.value, err.allowed)
+    return err
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     head, extra = _split_extra(argv)
@@ -138,7 +153,7 @@ def _main(head: list[str], extra: list[str], command: str | None) -> int:
     try:
         return int(args.handler(args))
     except VpipeError as err:
-        print(f"vpipe: error: {err}", file=sys.stderr)
+        print(f"vpipe: error: {as_typed(leaf, err)}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130

@@ -25,7 +25,7 @@ from volcano_pipelines.errors import ClusterError
 from volcano_pipelines.k8s import retry
 from volcano_pipelines.k8s.errors import BadAnswer, OutOfTime
 # The one reader of the namespace a request given none goes to (dry runs and render use it too).
-from volcano_pipelines.k8s.kubeconfig import DEFAULT_NAMESPACE, IN_CLUSTER_NAMESPACE_FILE, default_namespace
+from volcano_pipelines.k8s.kubeconfig import DEFAULT_NAMESPACE, IN_CLUSTER_NAMESPACE_FILE, check_named, default_namespace
 from volcano_pipelines.k8s.kubeconfig import context_namespace as _context_namespace
 from volcano_pipelines.k8s.kubeconfig import read_text as _read_text
 
@@ -217,9 +217,8 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Cluste
     does (the pod's own inside a cluster), else `default`."""
     configuration = client.Configuration()
     namespace = DEFAULT_NAMESPACE
+    check_named(kubeconfig, context)  # a file or context that is not there: bad input, as render says it
     try:
-        if kubeconfig and not os.path.exists(kubeconfig):
-            raise ClusterError(f"kubeconfig {kubeconfig!r} does not exist")
         if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
             config.load_incluster_config(client_configuration=configuration)
             namespace = _read_text(IN_CLUSTER_NAMESPACE_FILE) or namespace

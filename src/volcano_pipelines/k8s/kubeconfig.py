@@ -14,9 +14,8 @@ from typing import Any
 
 import yaml
 
-__all__ = ["DEFAULT_NAMESPACE", "IN_CLUSTER_NAMESPACE_FILE", "context_namespace", "default_namespace", "known_contexts",
-           "read_contexts",
-           "read_text"]
+__all__ = ["DEFAULT_NAMESPACE", "IN_CLUSTER_NAMESPACE_FILE", "check_named", "context_namespace", "default_namespace",
+           "known_contexts", "read_contexts", "read_text"]
 
 DEFAULT_NAMESPACE = "default"
 IN_CLUSTER_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -32,6 +31,20 @@ def default_namespace(kubeconfig: str | None = None, context: str | None = None)
         return context_namespace(kubeconfig, context) or DEFAULT_NAMESPACE
     except (OSError, yaml.YAMLError, TypeError, AttributeError, ValueError):
         return DEFAULT_NAMESPACE
+
+
+def check_named(kubeconfig: str | None, context: str | None) -> None:
+    """A kubeconfig file or a context the user named that is not there is bad input (exit 2),
+    said the same way by every command before anything is asked of a cluster: a file that does
+    not exist, a context that the (readable) kubeconfig lacks. A file that cannot be read or
+    parsed is `connect`'s to report; an unreachable server stays a cluster problem (exit 3)."""
+    from volcano_pipelines.errors import InputError
+
+    if kubeconfig and not os.path.exists(os.path.expanduser(kubeconfig)):
+        raise InputError("kubeconfig", kubeconfig, "an existing kubeconfig file")
+    known = known_contexts(kubeconfig) if context else []
+    if known and context not in known:
+        raise InputError("context", context, f"a context of the kubeconfig: {', '.join(known)}")
 
 
 def context_namespace(kubeconfig: str | None, context: str | None) -> str | None:

@@ -211,13 +211,9 @@ def target_namespace(kubeconfig: Kubeconfig = None, context: KubeContext = None)
     connecting, as the submission reads it (without loading the Kubernetes client). A named
     kubeconfig that does not exist, or a named context it lacks, is refused as the submission
     would refuse it."""
-    from volcano_pipelines.k8s.kubeconfig import default_namespace, known_contexts
+    from volcano_pipelines.k8s.kubeconfig import check_named, default_namespace
 
-    if kubeconfig and not os.path.exists(kubeconfig):
-        raise InputError("kubeconfig", kubeconfig, "an existing kubeconfig file")
-    known = known_contexts(kubeconfig) if context else []
-    if known and context not in known:
-        raise InputError("context", context, f"a context of the kubeconfig: {', '.join(known)}")
+    check_named(kubeconfig, context)
     return default_namespace(kubeconfig, context)
 
 
