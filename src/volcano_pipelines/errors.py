@@ -27,7 +27,8 @@ class InputError(VpipeError, ValueError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"invalid {_shown(field, value)}: {allowed}")
+        # None is "not given" throughout the API: `invalid --dest-pvc=None` read as a value.
+        super().__init__(f"missing {field}: {allowed}" if value is None else f"invalid {_shown(field, value)}: {allowed}")
 
 
 def _shown(field: str, value: Any) -> str:

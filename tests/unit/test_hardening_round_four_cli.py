@@ -71,3 +71,119 @@ def test_an_unreachable_cluster_stays_a_cluster_problem(capsys: pytest.CaptureFi
     code, out, err = _run(capsys, "status", "j", "--kubeconfig", str(kubeconfig), "--context", "other")
     assert code == 3, err
     assert "cannot reach the Kubernetes API server" in err and "team-b/j" in err and "Traceback" not in err
+
+
+# --------------------------------------------------------- item 11: a local TF job with no code
+
+
+def test_a_local_tf_job_without_code_is_refused_before_anything_is_created(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _run(capsys, "train", "tf", "--name", "x", "--backend", "local")
+    assert code == 2 and out == "", err
+    assert err == ("vpipe: error: missing --code-url: with the local backend, the code holding run.sh: --code-url "
+                   "(an http(s) URL) or --code-path (a directory on this machine)\n")
+    assert list(tmp_path.iterdir()) == []  # no ./vpipe-local, no job
+
+
+# ------------------------------------------------------- item 15: messages that leaked internals
+
+
+def test_a_switch_is_named_as_typed_without_a_value(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _run(capsys, "train", "tf", "--name", "x", "--backend", "local", "--no-wait",
+                        "--code-path", str(tmp_path))
+    assert code == 2
+    assert err == ("vpipe: error: invalid --no-wait: only with the cluster backend: the local backend's tasks run in "
+                   "this process and end with it\n")
+
+
+def test_a_value_not_given_is_missing_not_none() -> None:
+    from volcano_pipelines.errors import InputError
+
+    assert str(InputError("--dest-pvc", None, "the claim mounted at DST")) == "missing --dest-pvc: the claim mounted at DST"
+    assert str(InputError("dest_pvc", "", "x")) == "invalid dest_pvc='': x"
+
+
+def test_an_mpi_job_without_a_program_says_how_to_give_one(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "render", "mpi", "--name", "x")
+    assert code == 2
+    assert err.startswith("vpipe: error: missing --command: the program for mpiexec to run: --command 'PROGRAM ARGS', "
+                          "or the program and its arguments after --"), err
+    assert "[]" not in err
+
+
+@pytest.mark.parametrize("words", [[], ["render"], ["train"], ["pv"], ["namespace"], ["schedule"]])
+def test_a_missing_command_word_lists_the_words(capsys: pytest.CaptureFixture[str], words: list[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(words)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2
+    last = err.strip().splitlines()[-1]
+    assert "a command is missing: vpipe" in last and "_command" not in err and "required: kind" not in err, err
+    if words == ["pv"]:
+        assert last == "vpipe pv: error: a command is missing: vpipe pv reuse ..."
+    if words == ["render"]:
+        assert last == "vpipe render: error: a command is missing: vpipe render tf|mpi ..."
+
+
+def test_a_step_argument_is_named_by_the_flag(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["examples", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    code, _, err = _run(capsys, "examples", "--out", str(tmp_path))
+    assert code == 2 and err.startswith(f"vpipe: error: invalid --out={str(tmp_path)!r}: a directory without"), err
+
+
+@pytest.mark.parametrize("command", [["render", "tf"], ["render", "mpi"], ["train", "tf"]])
+@pytest.mark.parametrize("length", [48, 54, 63])
+def test_a_job_name_has_one_length_limit(capsys: pytest.CaptureFixture[str], command: list[str], length: int) -> None:
+    name = "a" * length
+    extra = ["--evaluator", "--code-url", "http://files/", "--dry-run"] if command[0] == "train" else []
+    program = ["--", "true"] if command[1] == "mpi" else []
+    code, _, err = _run(capsys, *command, "--name", name, *extra, *program)
+    assert code == 2
+    assert err == (f"vpipe: error: invalid --name={name!r}: at most 47 characters of lowercase letters, digits and '-', "
+                   "starting with a lowercase letter and ending with a letter or digit (Volcano names each pod "
+                   "<name>-<task>-<index>, a hostname of at most 63)\n")
+
+
+def test_a_47_character_name_is_accepted_for_every_task(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "tf", "--name", "a" * 47, "--evaluator", "--chief", "--workers", "100"]) == 0
+    assert main(["render", "mpi", "--name", "a" * 47, "--workers", "100", "--", "true"]) == 0
+
+
+# ------------------------------------------------------------ item 17: usage and compile --check
+
+
+def _every_parser() -> list[tuple[str, object]]:
+    import argparse
+
+    from volcano_pipelines.cli import COMMANDS, build_parser
+
+    found = []
+    for command in COMMANDS:
+        todo = [build_parser(command)._subparsers._group_actions[0].choices[command]]  # type: ignore[union-attr]
+        while todo:
+            parser = todo.pop()
+            found.append((parser.prog, parser))
+            for action in parser._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    todo.extend(action.choices.values())
+    return found
+
+
+@pytest.mark.parametrize(("prog", "parser"), _every_parser(), ids=lambda p: p if isinstance(p, str) else "")
+def test_every_usage_is_one_synopsis_line_in_one_style(prog: str, parser: object) -> None:
+    usage = parser.format_usage()  # type: ignore[attr-defined]
+    assert usage.startswith(f"usage: {prog}") and usage.count("\n") == 1, usage
+    assert "[-h]" not in usage and "--help lists" not in usage and "{" not in usage, usage
+
+
+def test_compile_check_suggests_the_command_with_the_same_root(capsys: pytest.CaptureFixture[str],
+                                                               tmp_path: Path) -> None:
+    root = tmp_path / "comp dir"
+    root.mkdir()
+    code, _, err = _run(capsys, "compile", "--check", "--root", str(root))
+    assert code == 1
+    assert err.strip().splitlines()[-1].endswith(f"run `vpipe compile --root '{root}'`"), err

@@ -43,7 +43,39 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)  # `--gpus` must not silently mean `--gpus-per-worker`
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
+    def format_usage(self) -> str:
+        self.usage = self.usage or self.synopsis()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self.usage = self.usage or self.synopsis()
+        return super().format_help()
+
+    def synopsis(self) -> str:
+        """Every command's usage in one style, where it wrote none of its own: the words, the
+        positional arguments, the required flags, then `[flags]` (`vpipe pv reuse PV --for PVC
+        [flags]`), not argparse's list of every option."""
+        words = [self.prog]
+        optional = False
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                words.append("|".join(action.choices) + " ...")
+            elif not action.option_strings:
+                name = str(action.metavar or action.dest.upper())
+                words.append(f"{name} [{name} ...]" if action.nargs == "+" else f"[{name}]" if action.nargs == "?" else name)
+            elif action.required:
+                flag = next((o for o in action.option_strings if o.startswith("--")), action.option_strings[0])
+                words.append(f"{flag} {action.metavar or action.dest.upper()}")
+            elif not isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+                optional = True
+        return " ".join(words + ["[flags]"] * optional)
+
     def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep the message one line
+        required = "the following arguments are required: "
+        for action in self._actions:
+            # argparse names a missing command word by its destination (`pv_command`): say the words.
+            if isinstance(action, argparse._SubParsersAction) and message == required + str(action.dest):
+                message = f"a command is missing: {self.prog} {'|'.join(action.choices)} ..."
         self.print_usage(sys.stderr)
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import shlex
 import sys
 from pathlib import Path, PurePosixPath
 
@@ -110,6 +111,16 @@ def stale(root: Path, artifacts: dict[str, str]) -> list[str]:
     return out
 
 
+def rewrite_command(args: argparse.Namespace) -> str:
+    """The command that rewrites what `--check` checked: the same root and runtime image."""
+    words = ["vpipe", "compile"]
+    if args.root != ".":
+        words += ["--root", args.root]
+    if args.runtime_image != RUNTIME_IMAGE:
+        words += ["--runtime-image", args.runtime_image]
+    return shlex.join(words)
+
+
 def _compile(args: argparse.Namespace) -> int:
     root = Path(args.root)
     if not args.check and not root.exists() and not root.is_symlink():
@@ -125,8 +136,8 @@ def _compile(args: argparse.Namespace) -> int:
         for line in outdated:
             print(f"stale: {line}", file=sys.stderr)
         if outdated:
-            print(f"vpipe: error: {len(outdated)} of {len(artifacts)} generated files are stale; run `vpipe compile`",
-                  file=sys.stderr)
+            print(f"vpipe: error: {len(outdated)} of {len(artifacts)} generated files are stale; run "
+                  f"`{rewrite_command(args)}`", file=sys.stderr)
             return EXIT_FAILED
         print(f"{len(artifacts)} generated files are up to date")
         return EXIT_OK

@@ -13,7 +13,7 @@ from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.params import Param, choices, item_hint, params, scalar_type
 from volcano_pipelines.steps.spelling import WORKER_ALIASES, FlagSpec, flag_spec
 
-__all__ = ["FlagSpec", "add_step_flags", "flag_for", "scalar_flag_type", "step_kwargs", "typed_flag"]
+__all__ = ["FlagSpec", "add_step_flags", "flag_error", "flag_for", "scalar_flag_type", "step_kwargs", "typed_flag"]
 
 # Where the parsed arguments record which spelling of a flag with an alias was typed.
 _TYPED = "_typed_flags"
@@ -137,6 +137,22 @@ def flag_for(step: Callable[..., Any], field: str, tasks: Sequence[str]) -> str 
         task = rest.split("]", 1)[0]
         return f"--{task}-{spec.flags[0]}" if task in tasks else f"--<task>-{spec.flags[0]}"
     return spec.flags[-1]
+
+
+def flag_error(step: Callable[..., Any], err: InputError, tasks: Sequence[str],
+               args: argparse.Namespace | None = None) -> InputError | None:
+    """A step's error as the command line reads it: the flag for the argument it names (the
+    alias typed, when `args` records one), a switch named alone (`invalid --no-wait`, not
+    `--no-wait=False`: the user typed no value), the allowed text in flags. None when the
+    argument has no flag."""
+    flag = flag_for(step, err.field, tuple(tasks))
+    if flag is None:
+        return None
+    known = {p.name: p for p in params(step)}
+    param = known.get(err.field.partition("[")[0])
+    switch = param is not None and flag_spec(param).kind in ("bool", "negated") and err.value is not None
+    return InputError(typed_flag(args, flag) if args is not None else flag, True if switch else err.value,
+                      in_flags(step, err.allowed, tuple(tasks)))
 
 
 def _key_value(flag: str, raw: str) -> tuple[str, str]:

@@ -60,10 +60,12 @@ def call_step(args: argparse.Namespace, step: Callable[..., Any], kwargs: Mappin
     except InputError as err:
         if err.field in positional:
             raise InputError(positional[err.field], err.value, err.allowed) from None
-        flag = f"--{err.field}" if err.field in set(plain) else flags.flag_for(step, err.field, tuple(tasks))
-        if flag is None:
+        if err.field in set(plain):
+            raise InputError(f"--{err.field}", err.value, flags.in_flags(step, err.allowed, tuple(tasks))) from None
+        typed = flags.flag_error(step, err, tuple(tasks))
+        if typed is None:
             raise
-        raise InputError(flag, err.value, flags.in_flags(step, err.allowed, tuple(tasks))) from None
+        raise typed from None
     finally:
         progress.close()
 

@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             command = "render" if step is render_fn else "train"
             parser = kinds.add_parser(
                 kind, help=text, description=text + ". Arguments for the entry point (TF) or the program (MPI) go after --.",
-                usage=f"vpipe {command} {kind} --name NAME [flags] [-- ARGS]   (vpipe {command} {kind} --help lists the flags)",
+                usage=f"vpipe {command} {kind} --name NAME [flags] [-- ARGS]",
             )
             flags.add_step_flags(parser, step, tasks)
             if step is render_fn:
@@ -75,6 +75,10 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
         command = kwargs.pop("command", None)
         if command and extra:
             raise InputError("--command", command, "either --command or a program after --, not both")
+        if not command and not extra:  # `invalid --command=[]` named a value nobody typed
+            raise InputError("--command", None, "the program for mpiexec to run: --command 'PROGRAM ARGS', or the "
+                                                "program and its arguments after -- (vpipe train mpi --name J -- "
+                                                "python train.py)")
         try:
             kwargs["command"] = shlex.split(command) if command else list(extra)
         except ValueError as err:
@@ -87,10 +91,10 @@ def _call(args: argparse.Namespace, **fixed: Any) -> Any:
     try:
         return args.step(**_kwargs(args), **fixed)
     except InputError as err:
-        flag = flags.flag_for(args.step, err.field, args.tasks)
-        if flag is None:
+        typed = flags.flag_error(args.step, err, args.tasks, args)
+        if typed is None:
             raise
-        raise InputError(flags.typed_flag(args, flag), err.value, flags.in_flags(args.step, err.allowed, args.tasks)) from None
+        raise typed from None
 
 
 def _render(args: argparse.Namespace) -> int:

@@ -66,11 +66,14 @@ def utf8_size(value: str) -> int:
     return len(value.encode("utf-8", "surrogatepass"))
 
 
-def check_dns_label(field: str, value: str, *, must_start_with_letter: bool = False) -> None:
+def check_dns_label(field: str, value: str, *, must_start_with_letter: bool = False, max_length: int = 63,
+                    why: str = "") -> None:
+    """A DNS label; `max_length` below 63 where something is appended to the value (`why` says what)."""
     pattern = DNS1035_LABEL if must_start_with_letter else DNS1123_LABEL
-    if not isinstance(value, str) or len(value) > 63 or not pattern.fullmatch(value):
+    if not isinstance(value, str) or len(value) > max_length or not pattern.fullmatch(value):
         first = "a lowercase letter" if must_start_with_letter else "a lowercase letter or digit"
-        fail(field, value, f"at most 63 characters of lowercase letters, digits and '-', starting with {first} and ending with a letter or digit")
+        fail(field, value, f"at most {max_length} characters of lowercase letters, digits and '-', starting with {first} "
+                           f"and ending with a letter or digit{why}")
 
 
 def check_dns_subdomain(field: str, value: str) -> None:

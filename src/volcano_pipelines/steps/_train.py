@@ -160,14 +160,18 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
     if not 0 <= progress_interval <= 3600:
         raise InputError("progress_interval", progress_interval, "seconds from 0 (do not follow progress) to 3600")
     if backend == "local" and not run["wait"]:
-        raise InputError("wait", run["wait"], "true with the local backend: its tasks run in this process and end "
-                                              "with it (submit and return needs the cluster backend)")
+        raise InputError("wait", run["wait"], "only with the cluster backend: the local backend's tasks run in this "
+                                              "process and end with it")
     if backend == "local" and on_cancel == "keep":
         raise InputError("on_cancel", on_cancel, "delete or abort with the local backend: its tasks end with this "
                                                  "process, so a cancelled step cannot keep them running")
     if backend == "local" and arguments["deadline"] is not None:
         # The local backend's processes have no kubelet to enforce a pod deadline.
         raise InputError("deadline", arguments["deadline"], "only with the cluster backend")
+    if backend == "local" and render is render_tf and arguments["code_url"] is None and arguments["code_path"] is None:
+        # No image here to hold the entry point: without code the job was created, then failed at its start.
+        raise InputError("code_url", None, f"with the local backend, the code holding {arguments['entry']}: code_url "
+                                           "(an http(s) URL) or code_path (a directory on this machine)")
     arguments["run_id"] = arguments.get("run_id") or os.environ.get(RUN_ID_ENV) or uuid.uuid4().hex[:16]
     if not run["wait"] and arguments.get("owner"):
         # A job submitted to outlive this step must not die with its owner: a pipeline run's

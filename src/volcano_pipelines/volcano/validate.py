@@ -53,6 +53,12 @@ RESERVED_ENV_PREFIXES = ("VPIPE_", "VK_")
 RESERVED_ENV_NAMES = frozenset({"TF_CONFIG"})
 RESERVED_MOUNTS = ("/vpipe", "/etc/volcano", "/root/.ssh")
 MAX_HOSTNAME = 63
+# Volcano names each pod <job>-<task>-<index>, and its svc plugin makes that the pod's hostname,
+# a DNS label. One limit for every job name, whatever its tasks and replicas, so that a name
+# accepted once is never refused for having more workers: room for the longest task name
+# (evaluator, mpimaster, mpiworker) and a five-digit index (the svc plugin's host list, at least
+# 9 bytes a host within one 128 KiB environment string, keeps a task under 100,000 replicas).
+MAX_JOB_NAME = MAX_HOSTNAME - len("-mpiworker-99999")
 INT32_MAX = 2**31 - 1  # Volcano keeps maxRetry and ttlSecondsAfterFinished as int32
 
 # Size limits, checked before anything large is built.
@@ -161,12 +167,8 @@ def check_job_options(job: JobOptions, task_replicas: Mapping[str, int], *, alwa
         fail(f"{scaled}.replicas", task_replicas[scaled],
               f"at most {MAX_JOB_PODS} pods in the whole job (here {total}: "
               + ", ".join(f"{n} {task}" for task, n in task_replicas.items()) + ")")
-    check_dns_label("job.name", job.name, must_start_with_letter=True)
-    # Volcano's svc plugin makes every pod's hostname <job>-<task>-<index>: it must fit a DNS label.
-    longest = max((f"{job.name}-{task}-{max(n - 1, 0)}" for task, n in task_replicas.items()), key=len, default=job.name)
-    if len(longest) > MAX_HOSTNAME:
-        room = MAX_HOSTNAME - (len(longest) - len(job.name))
-        fail("job.name", job.name, f"at most {room} characters, so that pod hostname {longest!r} fits {MAX_HOSTNAME}")
+    check_dns_label("job.name", job.name, must_start_with_letter=True, max_length=MAX_JOB_NAME,
+                    why=f" (Volcano names each pod <name>-<task>-<index>, a hostname of at most {MAX_HOSTNAME})")
     check_dns_label("job.namespace", job.namespace)
     check_image("job.image", job.image)
     check_dns_subdomain("job.queue", job.queue)

@@ -38,7 +38,7 @@ def test_examples_out_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFix
     (tmp_path / "tf-ps").mkdir()
     (tmp_path / "tf-ps" / "train.py").write_text("mine")
     assert main(["examples", "--out", str(tmp_path)]) == 2
-    assert "invalid out=" in capsys.readouterr().err
+    assert "invalid --out=" in capsys.readouterr().err
     assert (tmp_path / "tf-ps" / "train.py").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["tf-ps", "train.py"]  # nothing else written
     (tmp_path / "file").write_text("x")

@@ -35,12 +35,23 @@ def test_job_name_must_be_dns_1035(name: str) -> None:
     rejects(build_tf_job, tf(job_name=name), "job.name", name)
 
 
-def test_job_name_must_leave_room_for_hostnames() -> None:
-    ok = "a" * 51  # + "-worker-9" = 60
-    build_tf_job(tf(job_name=ok, worker=Role(replicas=10)))
-    build_tf_job(tf(job_name="a" * 54, worker=Role(replicas=10)))  # exactly 63
-    err = rejects(build_tf_job, tf(job_name="a" * 55, worker=Role(replicas=10)), "job.name")
-    assert "-worker-9" in err.allowed and "at most 54" in err.allowed
+def test_one_job_name_limit_leaves_room_for_what_volcano_appends() -> None:
+    """One limit, stated once, whatever the job's tasks and replicas: room for the longest
+    `-<task>-<index>` (`-mpiworker-99999`) within a 63-character hostname. A name at 63 used to
+    be refused as `at most 54` (TF workers), 52 or 51 (an evaluator, MPI) after the help's 63."""
+    from volcano_pipelines.volcano.validate import MAX_JOB_NAME
+
+    assert MAX_JOB_NAME == 63 - len("-mpiworker-99999") == 47
+    longest = "a" * MAX_JOB_NAME
+    build_tf_job(tf(job_name=longest, worker=Role(replicas=100), evaluator=Role(replicas=1)))
+    build_mpi_job(mpi(job=JobOptions(name=longest), worker=Role(replicas=100)))
+    for length in (MAX_JOB_NAME + 1, 54, 63):
+        for build, spec in ((build_tf_job, tf(job_name="a" * length)),
+                            (build_tf_job, tf(job_name="a" * length, evaluator=Role(replicas=1))),
+                            (build_mpi_job, mpi(job=JobOptions(name="a" * length)))):
+            err = rejects(build, spec, "job.name", "a" * length)
+            assert err.allowed.startswith("at most 47 characters of lowercase letters"), err.allowed
+            assert "<name>-<task>-<index>, a hostname of at most 63" in err.allowed
 
 
 @pytest.mark.parametrize("role", ["ps", "worker"])

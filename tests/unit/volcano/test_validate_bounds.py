@@ -206,9 +206,9 @@ def test_pods_in_total_are_bounded() -> None:
 
 
 def test_tf_config_must_fit_one_environment_string() -> None:
-    # 1500 hosts with a 50-character job name: TF_CONFIG would be ~180 KB, and no process
-    # could be started with it.
-    spec = tf(job_name="a" * 50, ps=Role(replicas=500), worker=Role(replicas=1000))
+    # 1500 hosts with a 47-character job name (the longest): TF_CONFIG would be ~170 KB, and no
+    # process could be started with it.
+    spec = tf(job_name="a" * 47, ps=Role(replicas=500), worker=Role(replicas=1000))
     err = error_of(lambda: build_tf_job(spec))
     assert (err.field, err.value) == ("worker.replicas", 1000) and "TF_CONFIG" in err.allowed
     job = build_tf_job(tf(job_name="mnist", ps=Role(replicas=500), worker=Role(replicas=1000)))
