@@ -187,3 +187,77 @@ def test_compile_check_suggests_the_command_with_the_same_root(capsys: pytest.Ca
     code, _, err = _run(capsys, "compile", "--check", "--root", str(root))
     assert code == 1
     assert err.strip().splitlines()[-1].endswith(f"run `vpipe compile --root '{root}'`"), err
+
+
+# --------------------------------------------- item 6: a local job's post-mortem record, found
+
+
+@pytest.fixture
+def failing_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Training code whose every task fails at once; no record of any cluster job around."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "run.sh").write_text("#!/bin/sh\necho 'cannot train'\nexit 3\n")
+    (code / "run.sh").chmod(0o755)
+    monkeypatch.setenv("VPIPE_POST_MORTEM_DIR", str(tmp_path / "cluster-records"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    return code
+
+
+def _train_failing(capsys: pytest.CaptureFixture[str], code: Path, *extra: str) -> str:
+    status, _, err = _run(capsys, "train", "tf", "--name", "fail1", "--backend", "local", "--code-path", str(code),
+                          "--no-restart-on-failure", "-q", *extra)
+    assert status == 1, err
+    return err
+
+
+def test_a_failed_local_run_says_where_its_record_is_and_status_finds_it_there(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_code: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    err = _train_failing(capsys, failing_code)
+    record = work / "vpipe-local" / "logs" / "post-mortem" / "default" / "fail1.md"
+    assert f"post-mortem record: {record} (vpipe status fail1 -n default --post-mortem)\n" in err, err
+    # The command it names works as written, from the same directory: the summary it saved.
+    code, out, err = _run(capsys, "status", "fail1", "-n", "default", "--post-mortem")
+    assert code == 0 and out == record.read_text() and out.startswith("# Post-mortem: job default/fail1"), err
+    code, out, _ = _run(capsys, "status", "fail1", "--post-mortem")  # -n found from the record
+    assert code == 0 and out == record.read_text()
+    # From elsewhere, --local-dir names the job's working directory.
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _run(capsys, "status", "fail1", "--post-mortem")
+    assert code == 1 and "--local-dir DIR" in err, err
+    code, out, err = _run(capsys, "status", "fail1", "--local-dir", str(work / "vpipe-local"))
+    assert code == 0 and out == record.read_text(), err
+
+
+def test_a_local_log_dir_given_to_the_job_is_where_status_reads(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_code: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    logs = tmp_path / "run-logs"
+    err = _train_failing(capsys, failing_code, "--local-dir", str(tmp_path / "w"), "--local-log-dir", str(logs))
+    shown = (f"(vpipe status fail1 -n default --post-mortem --local-dir {tmp_path / 'w'} "
+             f"--local-log-dir {logs})")
+    assert f"post-mortem record: {logs / 'post-mortem' / 'default' / 'fail1.md'} {shown}" in err, err
+    code, out, err = _run(capsys, *shown.strip("()").split()[1:])
+    assert code == 0 and out.startswith("# Post-mortem: job default/fail1"), err
+
+
+def test_a_wrong_name_and_a_wrong_namespace_are_told_apart(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_code: Path) -> None:
+    from volcano_pipelines.backends.postmortem import write_record
+
+    write_record({"job": {"namespace": "team-a", "name": "mnist", "phase": "Failed"}, "pods": []},
+                 tmp_path / "cluster-records")
+    monkeypatch.chdir(tmp_path)
+    code, _, wrong_namespace = _run(capsys, "status", "mnist", "-n", "team-b", "--post-mortem")
+    assert code == 1
+    assert "no post-mortem record of job team-b/mnist" in wrong_namespace
+    assert "job mnist has a record in namespace team-a (-n team-a)" in wrong_namespace, wrong_namespace
+    code, _, wrong_name = _run(capsys, "status", "mnits", "-n", "team-a", "--post-mortem")
+    assert code == 1
+    assert "no job named mnits has one (records in namespace team-a: mnist)" in wrong_name, wrong_name
+    code, _, two = _run(capsys, "status", "mnist", "--local-dir", str(tmp_path / "nowhere"))
+    assert code == 1 and "namespace default has no records" in two, two

@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             parser.set_defaults(handler=handler, step=step, tasks=tasks, kind=kind, takes_extra=True, parser=parser)
     status = subparsers.add_parser("status", help="show a training job's phase and per-task counts",
                                    usage="vpipe status JOB [-n NAMESPACE] [--kubeconfig PATH] [--context NAME] [--log-lines N] "
-                                         "[--post-mortem] [--json]")
+                                         "[--post-mortem] [--local-dir DIR] [--json]")
     status.add_argument("job", help="job name")
     flags.add_step_flags(status, steps.status, (), skip={"name"})
     status.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
@@ -122,11 +122,23 @@ def _train(args: argparse.Namespace) -> int:
         print(f"dry run: job {result.namespace}/{result.name} was not created", file=sys.stderr)
         return EXIT_OK
     _report(result, as_json=args.json)
+    if result.post_mortem and result.post_mortem.get("markdown") and not args.json:
+        print(f"post-mortem record: {result.post_mortem['markdown']} ({_post_mortem_command(args, result)})",
+              file=sys.stderr)
     if not getattr(args, "wait", True):
         # --no-wait: the step's work is the submission; a job merely not finished yet is fine,
         # one that already failed (a re-run attached to it) is not.
         return EXIT_FAILED if result.phase in FAILED_PHASES else EXIT_OK
     return EXIT_OK if result.succeeded else EXIT_FAILED
+
+
+def _post_mortem_command(args: argparse.Namespace, result: TrainResult) -> str:
+    """The command that shows the record of the job that just ran, from the same directory."""
+    words = ["vpipe", "status", result.name, "-n", result.namespace, "--post-mortem"]
+    for flag in ("local_dir", "local_log_dir"):
+        if getattr(args, flag, None) is not None and result.backend == "local":
+            words += [f"--{flag.replace('_', '-')}", getattr(args, flag)]
+    return shlex.join(words)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -136,7 +148,7 @@ def _status(args: argparse.Namespace) -> int:
     except InputError as err:
         flag = "JOB" if err.field in ("job", "name") else flags.flag_for(steps.status, err.field, ())
         raise InputError(flag or err.field, err.value, err.allowed) from None
-    if getattr(args, "post_mortem", False) and not args.json and result.post_mortem:
+    if result.post_mortem and not args.json:
         print(result.post_mortem.get("summary") or "", end="")  # the record's Markdown summary
         return EXIT_OK
     _report(result, as_json=args.json)

@@ -8,6 +8,7 @@ step lets anything delete the pods."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -151,20 +152,21 @@ def finish_result(result: TrainResult, job: Job, session: JobSession, tracker: R
     return result
 
 
-def saved_result(namespace: str, name: str) -> TrainResult:
-    """`vpipe status --post-mortem`: the job as its saved post-mortem record tells it (the job
-    itself may be gone); phase NotFound when there is no record."""
+def saved_result(namespace: str, name: str, directory: str | os.PathLike[str] | None = None) -> TrainResult:
+    """`vpipe status --post-mortem`: the job as its saved post-mortem record under `directory`
+    (default_directory() when None) tells it (the job itself may be gone); phase NotFound when
+    there is no record."""
     from volcano_pipelines.backends.postmortem import default_directory, load_post_mortem, record_paths
 
-    loaded = load_post_mortem(namespace, name)
+    loaded = load_post_mortem(namespace, name, directory)
     if loaded is None:
-        json_path, _ = record_paths(namespace, name)
+        json_path, _ = record_paths(namespace, name, directory)
         return TrainResult(name=name, namespace=namespace, run_id=None, phase="NotFound", succeeded=False,
-                           message=f"no post-mortem record of job {namespace}/{name} ({json_path} does not exist; "
-                                   f"records are saved under {default_directory()}, or $VPIPE_POST_MORTEM_DIR)")
+                           message=f"no post-mortem record of job {namespace}/{name} ({json_path} does not exist or "
+                                   f"is not a record; records are saved under {directory or default_directory()})")
     record, text = loaded
     job = record.get("job") or {}
-    json_path, md_path = record_paths(namespace, name)
+    json_path, md_path = record_paths(namespace, name, directory)
     return TrainResult(name=name, namespace=namespace, run_id=None, phase=str(job.get("phase") or "Unknown"),
                        succeeded=job.get("phase") == "Completed", retries=int(job.get("retries") or 0),
                        message=job.get("message"), restarts=list(record.get("restarts") or []),

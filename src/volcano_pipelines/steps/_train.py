@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ __all__ = ["BACKENDS", "ON_CANCEL_CHOICES", "TrainResult", "render_mpi", "render
 log = logging.getLogger(__name__)
 
 RUN_ID_ENV = "VPIPE_RUN_ID"
+LOCAL_DIR = "vpipe-local"  # the local backend's working directory, under the current one, without local_dir
 _RUN_PARAMS = tuple(name for name, _, _, _ in declared(Run))
 
 
@@ -99,6 +101,8 @@ def status(
     context: KubeContext = None,
     log_lines: int = 20,
     post_mortem: bool = False,
+    local_dir: str | None = None,
+    local_log_dir: str | None = None,
 ) -> TrainResult:
     """A training job's phase, per-task counts and (when it failed) the failing pod.
 
@@ -106,7 +110,10 @@ def status(
         name: job name
         namespace: namespace of the job (default: the context's namespace, else default)
         log_lines: last log lines of a failed pod to report
-        post_mortem: show the job's saved post-mortem record (what happened to every pod) instead of asking the cluster
+        post_mortem: show the job's saved post-mortem record (what happened to every pod) instead of asking the cluster;
+            looked for among the cluster jobs' records, then under ./vpipe-local (the local backend's default)
+        local_dir: the local backend's working directory the job ran in: show its post-mortem record from there
+        local_log_dir: the local backend's log directory the job was given: show its post-mortem record from there
     """
     check_types(status, locals())
     from volcano_pipelines.volcano.validate import check_job_ref
@@ -117,12 +124,8 @@ def status(
         raise InputError("log_lines", log_lines, "an integer from 0 to 10000")
     from volcano_pipelines.steps._waiting import job_result
 
-    if post_mortem:
-        from volcano_pipelines.steps._restarts import saved_result
-
-        if namespace is None:
-            namespace = _record_namespace(name, kubeconfig, context)
-        return saved_result(namespace, name)
+    if post_mortem or local_dir is not None or local_log_dir is not None:  # a local job leaves only its record
+        return _saved_record(name, namespace, kubeconfig, context, _record_places(local_dir, local_log_dir))
     cluster_backend = _cluster_backend(kubeconfig, context)
     namespace = namespace or cluster_backend.cluster.namespace
     return job_result(cluster_backend, namespace, name, log_lines)
@@ -221,24 +224,49 @@ def target_namespace(kubeconfig: Kubeconfig = None, context: KubeContext = None)
     return default_namespace(kubeconfig, context)
 
 
-def _record_namespace(name: str, kubeconfig: str | None, context: str | None) -> str:
-    """The namespace of job `name`'s saved record when `-n` is not given. The records are local
-    files: the one namespace that holds a record of that name needs no kubeconfig; with none,
-    the kubeconfig context's namespace, else `default` (the "no record" message says where it
-    looked: a missing kubeconfig is not what is wrong then)."""
-    from volcano_pipelines.backends.postmortem import namespaces_with_record
-    from volcano_pipelines.errors import ClusterError
+def _record_places(local_dir: str | None, local_log_dir: str | None) -> list[Path]:
+    """Where `status` looks for a saved record, in order: the local backend's directory that
+    local_dir / local_log_dir name, alone; else the cluster jobs' records, then the local
+    backend's under ./vpipe-local (where `vpipe train --backend local` keeps them by default).
+    The local backend saves a record under <log_dir>/post-mortem, its log_dir being
+    local_log_dir, else <local_dir>/logs (backends/local.py)."""
+    from volcano_pipelines.backends.postmortem import default_directory
 
-    found = namespaces_with_record(name)
-    if len(found) == 1:
-        return found[0]
-    if len(found) > 1:
-        raise InputError("namespace", None, f"one of {', '.join(found)}: job {name} has a post-mortem record "
-                                            "in each of these namespaces (give -n)")
-    try:
-        return _cluster_backend(kubeconfig, context).cluster.namespace
-    except ClusterError:
-        return "default"
+    if local_dir is None and local_log_dir is None:
+        return [default_directory(), Path(LOCAL_DIR, "logs", "post-mortem").absolute()]
+    logs = Path(local_log_dir) if local_log_dir is not None else Path(local_dir or LOCAL_DIR, "logs")
+    return [(logs / "post-mortem").absolute()]
+
+
+def _saved_record(name: str, namespace: str | None, kubeconfig: str | None, context: str | None,
+                  places: list[Path]) -> TrainResult:
+    """Job `name` as its saved post-mortem record tells it: the first of `places` that holds
+    it. Without a record, phase NotFound with a message that tells a wrong namespace (the job
+    has records in another) from a wrong name (no job of that name has one)."""
+    from volcano_pipelines.backends.postmortem import namespaces_with_record, record_paths
+    from volcano_pipelines.steps._restarts import saved_result
+
+    found = sorted({ns for place in places for ns in namespaces_with_record(name, place)})
+    if namespace is None:
+        if len(found) > 1:
+            raise InputError("namespace", None, f"one of {', '.join(found)}: job {name} has a post-mortem record "
+                                                "in each of these namespaces (give -n)")
+        # The one namespace holding a record needs no kubeconfig; with none, where a job would go.
+        namespace = found[0] if found else target_namespace(kubeconfig, context)
+    for place in places:
+        if record_paths(namespace, name, place)[0].is_file():
+            return saved_result(namespace, name, place)
+    looked = " nor ".join(str(record_paths(namespace, name, place)[0]) for place in places)
+    if found:
+        why = f"job {name} has a record in namespace {', '.join(found)} (-n {found[0]})"
+    else:
+        jobs = sorted({p.stem for place in places for p in record_paths(namespace, name, place)[0].parent.glob("*.json")})
+        shown = ", ".join(jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "")
+        why = (f"no job named {name} has one ({f'records in namespace {namespace}: {shown}' if jobs else f'namespace {namespace} has no records'}"
+               "); a local-backend job run elsewhere: --local-dir DIR or --local-log-dir DIR; a cluster job's "
+               "records: $VPIPE_POST_MORTEM_DIR")
+    return TrainResult(name=name, namespace=namespace, run_id=None, phase="NotFound", succeeded=False,
+                       message=f"no post-mortem record of job {namespace}/{name} ({looked} exists): {why}")
 
 
 def _cluster_backend(kubeconfig: str | None, context: str | None) -> ClusterBackend:
@@ -256,7 +284,7 @@ def _backend(name: str, kubeconfig: str | None, context: str | None, local_dir: 
         from volcano_pipelines.backends.local import LocalBackend
 
         # Pod output goes to stderr, so that --json stays alone on stdout.
-        return LocalBackend(local_dir if local_dir is not None else os.path.join(os.getcwd(), "vpipe-local"),
+        return LocalBackend(local_dir if local_dir is not None else os.path.join(os.getcwd(), LOCAL_DIR),
                             local_data_dir, local_log_dir,
                             output=sys.stderr)
     return _cluster_backend(kubeconfig, context)
