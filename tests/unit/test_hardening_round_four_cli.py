@@ -261,3 +261,51 @@ def test_a_wrong_name_and_a_wrong_namespace_are_told_apart(
     assert "no job named mnits has one (records in namespace team-a: mnist)" in wrong_name, wrong_name
     code, _, two = _run(capsys, "status", "mnist", "--local-dir", str(tmp_path / "nowhere"))
     assert code == 1 and "namespace default has no records" in two, two
+
+
+# ------------------------------------------------- item 13: the quickstart's placeholder code URL
+
+PLACEHOLDER = "http://files.example/tf-ps/"
+
+
+def test_the_quickstart_help_shows_the_placeholder_default(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["quickstart", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"(default {PLACEHOLDER})" in help_text and "--json" in help_text
+
+
+def test_quickstart_render_warns_of_the_placeholder(capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    code, out, err = _run(capsys, "quickstart", "--render")
+    assert code == 0 and yaml.safe_load(out)["kind"] == "Job"
+    assert err == (f"vpipe quickstart: warning: the job fetches its code from {PLACEHOLDER}, a placeholder: give "
+                   "--code-url with the URL where the cluster's pods fetch the examples' tf-ps/ (a copy: vpipe "
+                   "examples --out DIR)\n")
+    code, out, err = _run(capsys, "quickstart", "--render", "--code-url", "http://code.example/tf-ps/")
+    assert code == 0 and err == "" and "http://code.example/tf-ps/" in out
+
+
+def test_quickstart_refuses_to_submit_the_placeholder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(TEAM_CONTEXTS)
+    code, out, err = _run(capsys, "quickstart", "--kubeconfig", str(kubeconfig))
+    assert code == 2 and out == ""
+    assert err.startswith("vpipe: error: missing --code-url: with --kubeconfig, the http(s) URL where the cluster's "
+                          "pods fetch"), err
+    assert PLACEHOLDER in err
+
+
+def test_quickstart_json(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    import yaml
+
+    url = ["--code-url", "http://code.example/tf-ps/"]
+    code, as_json, err = _run(capsys, "quickstart", "--render", "--json", *url)
+    assert code == 0, err
+    code, as_yaml, _ = _run(capsys, "quickstart", "--render", *url)
+    assert json.loads(as_json) == yaml.safe_load(as_yaml)
+    code, out, err = _run(capsys, "quickstart", "--json")
+    assert code == 2 and out == "" and err.startswith("vpipe: error: invalid --json: with --render or --kubeconfig"), err

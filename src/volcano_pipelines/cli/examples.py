@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 from types import ModuleType
 
-from volcano_pipelines.errors import EXIT_OK, VpipeError
+from volcano_pipelines.errors import EXIT_OK, InputError, VpipeError
 from volcano_pipelines.examples import ExamplesMissing, copy_examples, examples_dir
 
 __all__ = ["register"]
@@ -41,6 +42,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--render needs nothing more.")
     if quickstart is not None:
         quickstart.build_parser(q)
+        for action in q._actions:  # every value a flag takes when not given, in its help, as the step commands show it
+            if action.default not in (None, False, argparse.SUPPRESS) and action.help and "default" not in action.help:
+                action.help += " (default %(default)s)"
+        q.add_argument("--json", action="store_true",
+                       help="with --render: the job as JSON; with --kubeconfig: the training result as JSON (what it "
+                            "prints anyway); not for the run on this machine, which prints a summary")
     q.set_defaults(handler=lambda args: _quickstart(quickstart, args), parser=q)
     e = subparsers.add_parser(
         "examples", help="copy the examples (quickstart, TF / MPI training code, sample data) into a directory",
@@ -54,9 +61,25 @@ def _quickstart(module: ModuleType | None, args: argparse.Namespace) -> int:
     if module is None:
         examples_dir()  # raises ExamplesMissing, naming what is missing
         raise AssertionError("unreachable")
+    if args.json and not args.render and not args.kubeconfig:
+        raise InputError("--json", True, "with --render or --kubeconfig: the run on this machine prints its summary")
+    placeholder = args.parser.get_default("code_url")
+    if args.code_url == placeholder and args.kubeconfig:
+        raise InputError("--code-url", None, f"with --kubeconfig, the http(s) URL where the cluster's pods fetch the "
+                         f"examples' tf-ps/ (a copy: vpipe examples --out DIR); the default, {placeholder}, is a "
+                         "placeholder no pod can fetch")
+    if args.code_url == placeholder and args.render:
+        print(f"vpipe quickstart: warning: the job fetches its code from {placeholder}, a placeholder: give --code-url "
+              "with the URL where the cluster's pods fetch the examples' tf-ps/ (a copy: vpipe examples --out DIR)",
+              file=sys.stderr)
     if not args.render and not args.kubeconfig and importlib.util.find_spec("tensorflow") is None:
         raise MissingTrainExtra("training on this machine needs TensorFlow, which is not installed: "
                                 "pip install 'volcano-pipelines[train]' (or --render / --kubeconfig)")
+    if args.json and args.render:
+        from volcano_pipelines.steps import render_tf
+
+        print(json.dumps(render_tf(module.JOB, **module.job_arguments(args.code_url)), indent=2, sort_keys=True))
+        return EXIT_OK
     return int(module.run(args))
 
 
