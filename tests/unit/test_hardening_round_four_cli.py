@@ -309,3 +309,31 @@ def test_quickstart_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(as_json) == yaml.safe_load(as_yaml)
     code, out, err = _run(capsys, "quickstart", "--json")
     assert code == 2 and out == "" and err.startswith("vpipe: error: invalid --json: with --render or --kubeconfig"), err
+
+
+@pytest.mark.usefixtures("no_default_kubeconfig")
+def test_a_flag_not_given_is_named_missing_on_the_command_line(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(TEAM_CONTEXTS)
+    code, _, err = _run(capsys, "sync", "webhdfs://127.0.0.1:9/data", str(tmp_path / "dst"), "--workers", "2", "-q",
+                        "--kubeconfig", str(kubeconfig))
+    assert code == 2 and err.startswith("vpipe: error: missing --dest-pvc: the PersistentVolumeClaim"), err
+    assert "None" not in err and not (tmp_path / "dst").exists()
+    from volcano_pipelines.backends.postmortem import write_record
+
+    for namespace in ("a", "b"):
+        write_record({"job": {"namespace": namespace, "name": "m", "phase": "Failed"}, "pods": []}, tmp_path / "pm")
+    monkeypatch.setenv("VPIPE_POST_MORTEM_DIR", str(tmp_path / "pm"))
+    code, _, err = _run(capsys, "status", "m", "--post-mortem")
+    assert code == 2
+    assert err == ("vpipe: error: missing --namespace: one of a, b: job m has a post-mortem record in each of these "
+                   "namespaces (give -n)\n")
+
+
+@pytest.mark.parametrize("flag", ["--local-dir", "--local-log-dir"])
+@pytest.mark.parametrize("value", ["", "  "])
+def test_status_refuses_an_empty_local_directory(capsys: pytest.CaptureFixture[str], flag: str, value: str) -> None:
+    code, out, err = _run(capsys, "status", "j", flag, value)
+    assert code == 2 and out == ""
+    assert err == f"vpipe: error: invalid {flag}={value!r}: a directory path (not empty)\n"

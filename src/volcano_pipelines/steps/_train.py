@@ -124,6 +124,9 @@ def status(
         raise InputError("log_lines", log_lines, "an integer from 0 to 10000")
     from volcano_pipelines.steps._waiting import job_result
 
+    for field, given in (("local_dir", local_dir), ("local_log_dir", local_log_dir)):
+        if given is not None and not given.strip():  # Path("") is ".": not what was meant (as train refuses it)
+            raise InputError(field, given, "a directory path (not empty)")
     if post_mortem or local_dir is not None or local_log_dir is not None:  # a local job leaves only its record
         return _saved_record(name, namespace, kubeconfig, context, _record_places(local_dir, local_log_dir))
     cluster_backend = _cluster_backend(kubeconfig, context)
