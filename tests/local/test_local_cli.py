@@ -41,7 +41,8 @@ def test_what_a_local_run_cannot_honour_is_refused_before_anything_starts(
     work = tmp_path / "work"
     code, out = run_cli(capsys, *TRAIN, "--code-url", "http://127.0.0.1:9/", "--local-dir", str(work), *extra)
     assert code == 2, out
-    assert f"invalid {flag}=" in out and "local backend" in out and "Traceback" not in out
+    # A switch is named alone (`invalid --no-wait:`), a value with it (`invalid --on-cancel='keep':`).
+    assert f"invalid {flag}" in out and "False" not in out and "local backend" in out and "Traceback" not in out
     assert not work.exists()
 
 

@@ -337,3 +337,42 @@ def test_status_refuses_an_empty_local_directory(capsys: pytest.CaptureFixture[s
     code, out, err = _run(capsys, "status", "j", flag, value)
     assert code == 2 and out == ""
     assert err == f"vpipe: error: invalid {flag}={value!r}: a directory path (not empty)\n"
+
+
+# ------------------------------------------------- item 17: what `ps` shows for a local pod
+
+
+def test_ps_shows_a_local_pod_by_a_label_not_its_inline_script(tmp_path: Path) -> None:
+    """The local backend ran each pod as `shim.py FD -- bash -c <150-line entry script>
+    vpipe-entry ARGS`: that script was each task's line in `ps` for the whole run."""
+    import os
+    import subprocess
+
+    from volcano_pipelines.local.processes import supervised_popen
+
+    script = 'echo started "$0" "$@"\n' + "".join(f"# line {i}\n" for i in range(150)) + "exec sleep 60\n"
+    proc, control = supervised_popen(["bash", "-c", script, "vpipe-entry", "--job_name", "worker"],
+                                     stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=str(tmp_path))
+    try:
+        assert proc.stdout is not None
+        # The program got its whole command: the script ran, with its $0 and arguments.
+        assert proc.stdout.readline() == b"started vpipe-entry --job_name worker\n"
+        shim = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[:-1]
+        assert shim[-5:] == [b"--", b"vpipe-entry", b"(152-line bash script)", b"--job_name", b"worker"], shim
+        pod = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _group(int(p.name)) == proc.pid]
+        assert len(pod) >= 2  # the shim and the program
+        for pid in pod:
+            assert b"# line" not in Path(f"/proc/{pid}/cmdline").read_bytes(), pid
+    finally:
+        os.write(control, b"x")  # kill the pod now
+        os.close(control)
+        proc.wait(30)
+
+
+def _group(pid: int) -> int | None:
+    import os
+
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None

@@ -11,6 +11,7 @@ group (start_new_session) and the POD_UID_ENV variable every descendant inherits
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -34,24 +35,44 @@ MAX_LINE_BYTES = 64 * 1024
 SHIM_KILL_WAIT_SECONDS = 5.0
 
 
+def command_label(argv: list[str]) -> list[str]:
+    """What `ps` shows for a pod's shim: its command, with an inline script of several lines
+    (`bash -c SCRIPT vpipe-entry ARGS`, `python3 -c CODE`) named by its size instead of printed
+    (`vpipe-entry (151-line bash script) --job_name worker ...`)."""
+    if len(argv) >= 3 and argv[1] == "-c" and "\n" in argv[2]:
+        program, lines = Path(argv[0]).name, len(argv[2].splitlines())
+        name = argv[3] if len(argv) > 3 else program
+        return [name, f"({lines}-line {program} script)", *argv[4:]]
+    return list(argv)
+
+
 def supervised_popen(argv: list[str], **kwargs: Any) -> tuple[subprocess.Popen[bytes], int]:
     """Popen of `argv` under a shim in a session of its own; returns the process (the shim,
     whose exit status is the program's) and the write end of its control pipe: write a byte
-    to kill the tree now, close it to let the tree die. Raises OSError like Popen."""
+    to kill the tree now, close it to let the tree die. Raises OSError like Popen. The shim
+    reads `argv` from a pipe; its own arguments show command_label(argv)."""
     read_end, write_end = os.pipe()
+    argv_read, argv_write = os.pipe()
     try:
         proc = subprocess.Popen(  # argv is the pod's command, never a shell string
-            [sys.executable, "-I", "-S", SHIM, str(read_end), "--", *argv],
-            pass_fds=(read_end,),
+            [sys.executable, "-I", "-S", SHIM, str(read_end), str(argv_read), "--", *command_label(argv)],
+            pass_fds=(read_end, argv_read),
             start_new_session=True,  # its own process group, away from our terminal's signals
             close_fds=True,
             **kwargs,
         )
     except BaseException:
         os.close(write_end)
+        os.close(argv_write)
         raise
     finally:
         os.close(read_end)
+        os.close(argv_read)
+    try:
+        with os.fdopen(argv_write, "wb") as pipe:  # read at the shim's start; a larger command waits for that
+            pipe.write(json.dumps(argv).encode())
+    except BrokenPipeError:
+        pass  # the shim ended before reading it: its exit status says so
     return proc, write_end
 
 

@@ -2,9 +2,14 @@
 backend, standard library only): what a container runtime's shim and the container's PID
 namespace give a pod on a cluster, here for one process tree.
 
-    python3 shim.py CONTROL_FD -- PROGRAM ARG...
+    python3 shim.py CONTROL_FD ARGV_FD -- LABEL...
 
-It starts PROGRAM (the container's command) as its only child and stays its parent:
+It reads PROGRAM ARG... (the container's command) from ARGV_FD, a pipe, as a JSON list, starts
+it as its only child and stays its parent. The command is not among the shim's own arguments:
+those are what `ps` shows for the pod for as long as it runs, and a pod's command is often a
+long inline script (`bash -c <the 150-line entry script> vpipe-entry ARGS`); LABEL is what the
+backend shows there instead (processes.command_label), for people only.
+
 
 - every process of the pod stays below it, however deep and whatever it does: it is a child
   subreaper (PR_SET_CHILD_SUBREAPER), so a process whose parent dies is re-parented to the
@@ -22,6 +27,7 @@ It starts PROGRAM (the container's command) as its only child and stays its pare
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -101,10 +107,12 @@ def exit_code(status: int) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[1] != "--":
-        print("usage: shim.py CONTROL_FD -- PROGRAM ARG...", file=sys.stderr)
+    if len(argv) < 3 or argv[2] != "--":
+        print("usage: shim.py CONTROL_FD ARGV_FD -- LABEL...", file=sys.stderr)
         return 2
-    control, program = int(argv[0]), argv[2:]
+    control = int(argv[0])
+    with os.fdopen(int(argv[1]), "rb") as given:  # the whole command, then end of file
+        program = [str(word) for word in json.loads(given.read())]
     os.set_inheritable(control, False)  # the pod's processes must not hold it open
     become_subreaper()
     main_pid: int | None = None

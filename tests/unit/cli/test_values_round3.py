@@ -110,7 +110,7 @@ def test_a_destination_at_or_below_a_file_is_bad_input(capsys: pytest.CaptureFix
 @pytest.mark.parametrize("value", ["-1", "10001"])
 def test_status_log_lines_is_checked_before_the_server_is_asked(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                                 value: str) -> None:
-    # A kubeconfig that does not exist: reaching for the server would be exit 3.
+    # Checked before the kubeconfig is read: this one does not exist, which is refused naming --kubeconfig.
     code, _, err = _err(capsys, "status", "j", "--log-lines", value, "--kubeconfig", str(tmp_path / "none"))
     assert code == 2 and f"invalid --log-lines={int(value)}" in err, err
 

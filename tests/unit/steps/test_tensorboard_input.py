@@ -1,5 +1,6 @@
 """`vpipe tensorboard` and `vpipe reap` bad input: exit 2 naming the flag, before any cluster
-is contacted (the kubeconfig named does not exist: reaching it would exit 3)."""
+is contacted (the kubeconfig named does not exist: had the flag been let through, the error
+would name --kubeconfig)."""
 
 from __future__ import annotations
 
