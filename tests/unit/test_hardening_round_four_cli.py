@@ -376,3 +376,11 @@ def _group(pid: int) -> int | None:
         return os.getpgid(pid)
     except OSError:
         return None
+
+
+def test_quickstart_names_a_kubeconfig_that_is_not_there_as_every_command_does(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    missing = str(tmp_path / "nowhere")
+    code, out, err = _run(capsys, "quickstart", "--kubeconfig", missing, "--code-url", "http://code.example/tf-ps/")
+    assert code == 2 and out == ""
+    assert err == f"vpipe: error: invalid --kubeconfig={missing!r}: an existing kubeconfig file\n"
