@@ -63,10 +63,10 @@ def _quickstart(module: ModuleType | None, args: argparse.Namespace) -> int:
         raise AssertionError("unreachable")
     if args.json and not args.render and not args.kubeconfig:
         raise InputError("--json", True, "with --render or --kubeconfig: the run on this machine prints its summary")
-    if args.kubeconfig:  # here, where the error names --kubeconfig as every command's does
-        from volcano_pipelines.k8s.kubeconfig import check_named
+    if args.kubeconfig:  # checked here, where the error names --kubeconfig as every command's does
+        from volcano_pipelines.steps import target_namespace
 
-        check_named(args.kubeconfig, None)
+        target_namespace(args.kubeconfig, None)
     placeholder = args.parser.get_default("code_url")
     if args.code_url == placeholder and args.kubeconfig:
         raise InputError("--code-url", None, f"with --kubeconfig, the http(s) URL where the cluster's pods fetch the "
