@@ -11,7 +11,8 @@ import threading
 import time
 from typing import Any, TextIO
 
-from volcano_pipelines.volcano.report_lines import TrainingProgress, format_training
+from volcano_pipelines.volcano.report_lines import TrainingProgress
+from volcano_pipelines.volcano.summary import format_training
 from volcano_pipelines.volcano.status import JobStatus, format_progress
 
 __all__ = ["LineProgress", "Progress", "configure_logging"]

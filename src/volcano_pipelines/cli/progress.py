@@ -8,7 +8,8 @@ import time
 from typing import Any, TextIO
 
 from volcano_pipelines.progress import LineProgress, Progress, configure_logging
-from volcano_pipelines.volcano.report_lines import TrainingProgress, training_figures
+from volcano_pipelines.volcano.report_lines import TrainingProgress
+from volcano_pipelines.volcano.summary import training_figures
 from volcano_pipelines.volcano.status import JobStatus
 
 __all__ = ["RichProgress", "configure_logging", "make_progress"]

@@ -16,7 +16,8 @@ from volcano_pipelines.manifest import to_yaml
 from volcano_pipelines import steps
 from volcano_pipelines.steps.params import params
 from volcano_pipelines.steps import MPI_TASKS, TF_TASKS, TrainResult
-from volcano_pipelines.volcano.report_lines import format_training, progress_from_dicts
+from volcano_pipelines.volcano.report_lines import progress_from_dicts
+from volcano_pipelines.volcano.summary import format_training
 from volcano_pipelines.volcano.status import FAILED_PHASES, FINAL_PHASES
 
 KINDS: dict[str, tuple[Callable[..., Any], Callable[..., Any], tuple[str, ...], str]] = {

@@ -37,9 +37,6 @@ __all__ = [
     "ProgressTracker",
     "TrainingProgress",
     "annotations_patch",
-    "format_eta",
-    "format_training",
-    "training_figures",
     "parse_line",
     "parse_text",
     "reporting_pod",
@@ -373,53 +370,6 @@ def progress_from_dicts(progress: dict[str, Any] | None, checkpoint: dict[str, A
         checkpoint_path=path if isinstance(path, str) else None, checkpoint_time=_from_iso(checkpoint.get("time")),
         resumed_from_step=integer(resumed_from_step),
     )
-
-
-def format_eta(seconds: float | None) -> str | None:
-    if seconds is None:
-        return None
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
-
-
-def training_figures(state: TrainingProgress, *, short: bool = False) -> list[str]:
-    """The reported figures in words, one per item (`step 1200/6000 (20.0%)`, `812.5 examples/s`,
-    `loss 0.431`, `ETA 3m12s`, ...); `short`: the terse form beside a progress bar, which shows
-    the fraction itself."""
-    parts: list[str] = []
-    if state.step is not None:
-        text = f"step {state.step}" + (f"/{state.total}" if state.total else "")
-        if state.fraction is not None and not short:
-            text += f" ({100 * state.fraction:.1f}%)"
-        parts.append(text)
-    if state.examples_per_second is not None:
-        parts.append(f"{state.examples_per_second:.1f} " + ("ex/s" if short else "examples/s"))
-    elif state.steps_per_second is not None and not short:
-        parts.append(f"{state.steps_per_second:.2f} steps/s")
-    if state.loss is not None:
-        parts.append(f"loss {state.loss:.4g}")
-    eta = format_eta(state.eta_seconds)
-    if eta is not None:
-        parts.append(f"ETA {eta}")
-    if state.checkpoint_step is not None:
-        parts.append(f"ckpt {state.checkpoint_step}" if short else f"checkpoint at step {state.checkpoint_step}")
-    if state.resumed_from_step is not None:
-        parts.append(f"resumed from {'' if short else 'step '}{state.resumed_from_step}")
-    return parts
-
-
-def format_training(name: str, state: TrainingProgress) -> str:
-    """One line for logs and terminals: `job mnist: step 1200/6000 (20.0%), 812.5 examples/s,
-    loss 0.4310, ETA 3m12s, checkpoint at step 1200`."""
-    if not state.reported:
-        return f"job {name}: no progress reported"
-    return f"job {name}: " + ", ".join(training_figures(state))
 
 
 # Which task's first pod reports for the job: the coordinator where there is one (TF2's chief,

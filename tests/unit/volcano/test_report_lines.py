@@ -13,13 +13,12 @@ from volcano_pipelines.volcano.report_lines import (
     Report,
     TrainingProgress,
     annotations_patch,
-    format_eta,
-    format_training,
     parse_line,
     parse_text,
     progress_from_annotations,
     reporting_pod,
 )
+from volcano_pipelines.volcano.summary import format_eta, format_training
 
 
 def test_a_progress_line_with_every_field() -> None:
