@@ -32,6 +32,16 @@ class Progress:
         """What a training job reported (step / total, rate, loss, ETA, last checkpoint), called
         when it changed."""
 
+    def output(self, line: str) -> None:
+        """One line of the job's own output (the local backend's tasks, `worker-0 | ...`): by
+        default to stderr, beside the step's messages; a live display prints it above itself,
+        `-q` drops it (it is in the pods' log files either way)."""
+        try:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):  # a closed stream must not stop the tasks
+            pass
+
     def close(self) -> None:
         """The step is over: finish any live display."""
 
@@ -40,9 +50,23 @@ HEARTBEAT_SECONDS = 60.0
 FILES_EVERY_SECONDS = 10.0
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever sys.stderr is when a record comes, not to the stream of the moment it
+    was made: a live display that redirects stderr (rich's Live) then prints a warning above
+    itself instead of through its drawing."""
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: TextIO) -> None:
+        pass
+
+
 def configure_logging(*, quiet: bool = False, verbose: bool = False) -> None:
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
+    logging.basicConfig(level=level, handlers=[_StderrHandler()], format="%(asctime)s %(levelname)s %(message)s")
     # The client's own chatter (retries, connection pool) is noise for users.
     logging.getLogger("urllib3").setLevel(logging.ERROR)
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
@@ -91,6 +115,14 @@ class LineProgress(Progress):
     def training(self, name: str, state: TrainingProgress) -> None:
         # The follower calls this only when the figures changed, at most once per read.
         self.note(format_training(name, state))
+
+    def output(self, line: str) -> None:
+        with self.lock:
+            try:
+                self.stream.write(line + "\n")
+                self.stream.flush()
+            except (OSError, ValueError):
+                pass
 
     def files(self, files_done: int, files_total: int, bytes_done: int, bytes_total: int) -> None:
         now = self.clock()

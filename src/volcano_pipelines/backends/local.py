@@ -55,7 +55,7 @@ class LocalBackend:
         data_dir: str | os.PathLike[str] | None = None,
         log_dir: str | os.PathLike[str] | None = None,
         *,
-        output: TextIO | None = sys.stderr,
+        output: TextIO | Callable[[str], None] | None = sys.stderr,
         grace_seconds: float = DEFAULT_GRACE_SECONDS,
         env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
@@ -63,7 +63,8 @@ class LocalBackend:
         """`workdir` holds each job's files (job.json, Volcano's svc files, the pods' emptyDirs
         and working directories, other PVCs under pvc/<claim>); `data_dir` and `log_dir` are
         the data and log volumes (default: <workdir>/data and <workdir>/logs); pod output
-        goes to `output` (None: only to the files under <log_dir>/pods/); `grace_seconds`
+        goes to `output`, a stream or a function taking each line (a step's Progress.output: a live
+        display prints it above itself), or None: only to the files under <log_dir>/pods/; `grace_seconds`
         between SIGTERM and SIGKILL when a pod is stopped; `env` adds to (or replaces) the
         environment every pod starts from (PATH: this interpreter's directory first)."""
         for field, given in (("local_dir", workdir), ("local_data_dir", data_dir), ("local_log_dir", log_dir)):
@@ -249,7 +250,10 @@ class LocalBackend:
     def _write_line(self, line: str) -> None:
         if self._output is None:
             return
-        with self._output_lock:
+        with self._output_lock:  # whole lines, one at a time, from every pod's output thread
+            if callable(self._output):
+                self._output(line)
+                return
             try:
                 self._output.write(line + "\n")
                 self._output.flush()

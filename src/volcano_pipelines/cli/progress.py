@@ -1,5 +1,7 @@
-"""Drawing a step's progress on a terminal: a live view drawn by rich (a per-task table while a
-job runs, a bar while files copy). In logs (not a terminal): progress.LineProgress."""
+"""Drawing a step's progress on a terminal: one live region at the bottom, redrawn in place (the
+job's summary, volcano/summary.py, and the training's bar while a job runs; a bar while files
+copy), with everything else (the tasks' output, notes, warnings) printed above it as plain
+lines that scroll. In logs (not a terminal): progress.LineProgress."""
 
 from __future__ import annotations
 
@@ -9,35 +11,48 @@ from typing import Any, TextIO
 
 from volcano_pipelines.progress import LineProgress, Progress, configure_logging
 from volcano_pipelines.volcano.report_lines import TrainingProgress
-from volcano_pipelines.volcano.summary import training_figures
 from volcano_pipelines.volcano.status import JobStatus
+from volcano_pipelines.volcano.summary import JobSummary, summary_lines, training_figures
 
-__all__ = ["RichProgress", "configure_logging", "make_progress"]
+__all__ = ["QuietProgress", "RichProgress", "configure_logging", "make_progress"]
+
 
 def make_progress(stream: TextIO, *, quiet: bool = False) -> Progress:
     if quiet:
-        return Progress()
+        return QuietProgress()
     if stream.isatty():
         return RichProgress(stream)
     return LineProgress(stream)
 
 
+class QuietProgress(Progress):
+    """`-q`: no progress and none of the tasks' output (it stays in the pods' log files); the
+    warnings and the result are still printed."""
+
+    def output(self, line: str) -> None:
+        pass
+
+
 class RichProgress(Progress):
-    """For people at a terminal: one live region, redrawn in place."""
+    """For people at a terminal: one live region, redrawn in place, and the rest scrolling above
+    it. Every write to the terminal goes through one console while the region is live (rich's
+    Live moves the region down under each printed line; stdout and stderr are redirected to it,
+    and logging writes to the redirected stderr), so nothing is glued to or erased by a redraw."""
 
     def __init__(self, stream: TextIO) -> None:
         from rich.console import Console
         from rich.live import Live
 
         self.console = Console(file=stream)
-        self.live = Live(console=self.console, auto_refresh=False, transient=False)
+        self.live = Live(console=self.console, auto_refresh=False, transient=False, redirect_stdout=True,
+                         redirect_stderr=True)
         self.started = time.monotonic()
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.bar: Any = None
         self.task_id: Any = None
         self.running = False
-        self.table: Any = None  # the job's task table
-        self.training_bar: Any = None  # the training's progress bar, under the table
+        self.summary: list[str] = []  # the job's summary lines
+        self.training_bar: Any = None  # the training's progress bar, under the summary
         self.training_id: Any = None
 
     def _start(self) -> None:
@@ -45,28 +60,32 @@ class RichProgress(Progress):
             self.live.start()
             self.running = True
 
+    def _print(self, line: str) -> None:
+        # Above the live region (Live re-draws it below), never through it.
+        self.console.print(line, markup=False, highlight=False, emoji=False, overflow="ignore", crop=False,
+                           soft_wrap=True)
+
     def note(self, line: str) -> None:
         with self.lock:
-            self.console.print(line, markup=False, highlight=False)
+            self._print(line)
+
+    def output(self, line: str) -> None:
+        with self.lock:
+            self._print(line)
 
     def job(self, name: str, status: JobStatus, problem: str | None) -> None:
-        from rich.table import Table
-
-        table = Table(title=f"job {name}: {status.phase}" + (f" (retries {status.retries})" if status.retries else ""),
-                      title_justify="left", caption=f"waiting: {problem}" if problem else None, caption_justify="left")
-        for column in ("task", "running", "succeeded", "failed", "pending"):
-            table.add_column(column, justify="left" if column == "task" else "right")
-        for task, c in status.tasks.items():
-            table.add_row(task, str(c.running), str(c.succeeded), str(c.failed), str(c.pending))
         with self.lock:
+            self.summary = summary_lines(JobSummary.of(name, status, problem))
             self._start()
-            self.table = table
             self._redraw()
 
     def _redraw(self) -> None:
         from rich.console import Group
+        from rich.text import Text
 
-        parts = [part for part in (self.table, self.training_bar) if part is not None]
+        parts: list[Any] = [Text(line, no_wrap=True, overflow="ellipsis") for line in self.summary]
+        if self.training_bar is not None:
+            parts.append(self.training_bar)
         self.live.update(Group(*parts), refresh=True)
 
     def training(self, name: str, state: TrainingProgress) -> None:

@@ -17,8 +17,8 @@ from volcano_pipelines import steps
 from volcano_pipelines.steps.params import params
 from volcano_pipelines.steps import MPI_TASKS, TF_TASKS, TrainResult
 from volcano_pipelines.volcano.report_lines import progress_from_dicts
-from volcano_pipelines.volcano.summary import format_training
-from volcano_pipelines.volcano.status import FAILED_PHASES, FINAL_PHASES
+from volcano_pipelines.volcano.summary import JobSummary, format_training, summary_lines
+from volcano_pipelines.volcano.status import FAILED_PHASES, FINAL_PHASES, TaskCounts
 
 KINDS: dict[str, tuple[Callable[..., Any], Callable[..., Any], tuple[str, ...], str]] = {
     "tf": (steps.render_tf, steps.train_tf, TF_TASKS,
@@ -153,9 +153,14 @@ def _status(args: argparse.Namespace) -> int:
         print(result.post_mortem.get("summary") or "", end="")  # the record's Markdown summary
         return EXIT_OK
     _report(result, as_json=args.json)
-    if not args.json:
-        for task, counts in result.tasks.items():
-            print(f"  {task}: " + ", ".join(f"{n} {state}" for state, n in counts.items()))
+    if not args.json and result.phase != "NotFound":
+        # The job at a glance, the same few lines at any size (volcano/summary.py); its first
+        # line is the one _report printed.
+        summary = JobSummary(name=result.name, phase=result.phase, retries=result.retries,
+                             tasks={task: TaskCounts(**counts) for task, counts in result.tasks.items()},
+                             abnormal=result.abnormal, restarts=result.restarts)
+        for line in summary_lines(summary)[1:]:
+            print(line)
     return EXIT_OK if result.phase != "NotFound" else EXIT_FAILED
 
 

@@ -246,14 +246,27 @@ class PodProcess:
                 self._control = None
 
 
-def stop_pods(pods: list[PodProcess], grace_seconds: float, hurry: threading.Event | None = None) -> None:
-    """Stop every pod at once, as Volcano deletes a job's pods together; returns when all of
-    them and everything they started are gone. `hurry`, once set, ends the grace period."""
+def stop_pods(pods: list[PodProcess], grace_seconds: float, hurry: threading.Event | None = None,
+              first: str | None = None) -> None:
+    """Stop every pod, as Volcano deletes a job's pods; returns when all of them and everything
+    they started are gone. `hurry`, once set, ends the grace period. `first`: the pod (the
+    job's coordinator, a TF chief) stopped on its own before the others, so that it can write
+    its checkpoint on SIGTERM while the parameter servers and workers it needs still run
+    (stopped together, it only saw its peers vanish and printed connection errors until it was
+    killed); the others get their own grace period once it is gone."""
+    hurry = hurry or threading.Event()
+    leader = [p for p in pods if p.plan.pod == first]
+    if leader and len(leader) < len(pods):
+        _stop_together(leader, grace_seconds, hurry)
+        pods = [p for p in pods if p not in leader]
+    _stop_together(pods, grace_seconds, hurry)
+
+
+def _stop_together(pods: list[PodProcess], grace_seconds: float, hurry: threading.Event) -> None:
     running = [p for p in pods if p.proc is not None and not p.exited.is_set()]
     for pod in running:
         pod.terminate()
     deadline = time.monotonic() + grace_seconds
-    hurry = hurry or threading.Event()
     while not hurry.is_set() and not all(p.exited.is_set() for p in running):
         left = deadline - time.monotonic()
         if left <= 0:

@@ -35,6 +35,7 @@ from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL, VOLCANO_TASK_LABEL
 
 # The fetch program the container's script runs (entrypoint.py keeps it private; see the report).
 from volcano_pipelines.volcano.entrypoint import FETCH_PY
+from volcano_pipelines.volcano.report_lines import reporting_pod
 
 log = logging.getLogger(__name__)
 
@@ -617,7 +618,8 @@ class JobRunner:
                 if r.phase in ("Pending", "Running") or not keep_finished:
                     r.stopped_by = r.stopped_by or action
         self._changed()
-        stop_pods([r.process for r in records if r.process is not None], self._grace_seconds, self._hurry)
+        stop_pods([r.process for r in records if r.process is not None], self._grace_seconds, self._hurry,
+                  first=reporting_pod(self._job))
         self._changed()
 
     # --- status

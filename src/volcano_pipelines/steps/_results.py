@@ -49,6 +49,10 @@ class TrainResult:
     # Each restart of the job with its cause: number, pod, task, cause (evicted, preempted, node
     # lost, OOM killed, exit code N, deleted, unknown), exit_code, reason, message, at, text.
     restarts: list[dict[str, Any]] = field(default_factory=list)
+    # The pods that are not as they should be at the last look, every one: what is wrong
+    # (`failed: OOM killed`, `pending`, ...) -> task -> index ranges (`12-15,803`); the summary
+    # on a screen (volcano/summary.py) shows a few ranges per line and counts the rest.
+    abnormal: dict[str, dict[str, str]] = field(default_factory=dict)
     # Where the post-mortem record was saved: json, markdown, bytes, pods, seconds, notes (or error).
     post_mortem: dict[str, Any] | None = None
 

@@ -196,7 +196,7 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
         return TrainResult(name=meta["name"], namespace=meta["namespace"], run_id=arguments["run_id"], phase="DryRun",
                            succeeded=True, backend=backend, message="dry run: nothing was created", manifest=manifest)
     target = _backend(backend, run["kubeconfig"], run["context"], run["local_dir"], run["local_data_dir"],
-                      run["local_log_dir"])
+                      run["local_log_dir"], progress or Progress())
     if backend == "cluster":
         target.submit_timeout = timeout  # type: ignore[attr-defined]  # --timeout covers submission too
     if namespace is None and backend == "cluster":  # the context's namespace, read now
@@ -280,14 +280,12 @@ def _cluster_backend(kubeconfig: str | None, context: str | None) -> ClusterBack
 
 
 def _backend(name: str, kubeconfig: str | None, context: str | None, local_dir: str | None,
-             local_data_dir: str | None, local_log_dir: str | None) -> Backend:
+             local_data_dir: str | None, local_log_dir: str | None, progress: Progress) -> Backend:
     if name == "local":
-        import sys
-
         from volcano_pipelines.backends.local import LocalBackend
 
-        # Pod output goes to stderr, so that --json stays alone on stdout.
+        # Pod output goes where the step's progress puts it (stderr by default, so that --json
+        # stays alone on stdout; above a live display; nowhere with -q).
         return LocalBackend(local_dir if local_dir is not None else os.path.join(os.getcwd(), LOCAL_DIR),
-                            local_data_dir, local_log_dir,
-                            output=sys.stderr)
+                            local_data_dir, local_log_dir, output=progress.output)
     return _cluster_backend(kubeconfig, context)

@@ -18,12 +18,14 @@ from typing import Any
 from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend, Job, JobSession
 from volcano_pipelines.deadline import Deadline
 from volcano_pipelines.errors import ClusterError, WorkFailed
+from volcano_pipelines.k8s.errors import Forbidden
 from volcano_pipelines.labels import RUN_LABEL
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.signals import stop_signals_handled_by
 from volcano_pipelines.steps._follow import FollowPolicy, Follower, fill_result, result_from_annotations
 from volcano_pipelines.steps._restarts import RestartTracker, finish_result, save_post_mortem
 from volcano_pipelines.steps._results import TrainResult
+from volcano_pipelines.volcano.summary import abnormal_pods
 from volcano_pipelines.volcano.status import (
     FAILED_PHASES,
     FINAL_PHASES,
@@ -127,15 +129,24 @@ def job_result(backend: Backend, namespace: str, name: str, log_lines: int = 20)
         return TrainResult(name=name, namespace=namespace, run_id=None, phase="NotFound", succeeded=False,
                            backend=backend.name, message=f"job {namespace}/{name} does not exist")
     failure = None
-    missing: list[str] = []
-    if job_status(job).phase in FAILED_PHASES:
-        with backend.session(job, log_lines) as session:
-            failure = pod_failure(session.pods())
+    phase = job_status(job).phase
+    with backend.session(job, log_lines) as session:
+        # One pod list, whatever the job's size: which pods are not as they should be (a job
+        # that failed needs it for its failure; otherwise a refused list only shows less).
+        try:
+            pods = session.pods()
+        except Forbidden:
+            if phase in FAILED_PHASES:
+                raise
+            pods = []
+        if phase in FAILED_PHASES:
+            failure = pod_failure(pods)
             if failure is not None and log_lines > 0:
                 failure = replace(failure, log_tail=session.log_tail(failure.pod, log_lines))
-            missing = session.missing()
-    return result_from_annotations(_result(job, created=False, backend=backend.name, failure=failure, missing=missing),
-                                   job)
+        missing = session.missing()
+    result = _result(job, created=False, backend=backend.name, failure=failure, missing=missing)
+    result.abnormal = abnormal_pods(pods, phase)
+    return result_from_annotations(result, job)
 
 
 class _Waiter:
@@ -208,10 +219,12 @@ class _Waiter:
             if failure is not None and self.policy.log_lines > 0:
                 failure = replace(failure, log_tail=self.session.log_tail(failure.pod, self.policy.log_lines))
         counts = final_counts(self.counts, counts_from_pods(pods))
-        self.progress.job(self.name, replace(status, tasks=counts), None)
+        # The training's last figures before the final phase: nothing is shown after "Completed".
         reported = self.follower.finish()
+        self.progress.job(self.name, replace(status, tasks=counts), None)
         result = _result(self.job, created=self.created, backend=self.backend, failure=failure, counts=counts,
                          missing=self.session.missing(), linger=self.session.linger_seconds())
+        result.abnormal = abnormal_pods(pods, status.phase)
         return fill_result(finish_result(result, self.job, self.session, self.tracker, log_lines=self.policy.log_lines),
                            reported)
 

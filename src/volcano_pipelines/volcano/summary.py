@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from volcano_pipelines.volcano.report_lines import TrainingProgress
-from volcano_pipelines.volcano.status import JobStatus, TaskCounts, pod_end, pod_task
+from volcano_pipelines.volcano.status import FINAL_PHASES, JobStatus, TaskCounts, pod_end, pod_task
 
 __all__ = ["MAX_LINES", "JobSummary", "abnormal_pods", "format_eta", "format_ranges", "format_training", "range_count",
            "summary_lines", "training_figures"]
@@ -104,11 +104,12 @@ class JobSummary:
         return cls(name=name, phase=status.phase, retries=status.retries, tasks=status.tasks, problem=problem, **more)
 
 
-def _counts(counts: TaskCounts) -> str:
+def _counts(counts: TaskCounts, finished: bool) -> str:
     values = counts.to_dict()
     total = sum(values.values())
     parts = [f"{values[phase]:,} {phase}" for phase in _PHASES if values[phase]]
-    return f"{total:,} pod{'s' if total != 1 else ''}: " + ", ".join(parts) if parts else "no pods yet"
+    return f"{total:,} pod{'s' if total != 1 else ''}: " + ", ".join(parts) if parts else \
+        "no pods left" if finished else "no pods yet"
 
 
 def _group_line(what: str, tasks: Mapping[str, str]) -> str:
@@ -131,7 +132,8 @@ def summary_lines(summary: JobSummary, max_lines: int = MAX_LINES) -> list[str]:
     head = f"job {summary.name}: {summary.phase}" + (f" (retries {summary.retries})" if summary.retries else "")
     lines = [head]
     width = max((len(task) for task in summary.tasks), default=0)
-    lines += [f"  {task:<{width}}  {_counts(counts)}" for task, counts in summary.tasks.items()]
+    lines += [f"  {task:<{width}}  {_counts(counts, summary.phase in FINAL_PHASES)}"
+              for task, counts in summary.tasks.items()]
     if summary.problem:
         lines.append(f"  waiting: {summary.problem}")
     details: list[str] = []

@@ -3,8 +3,11 @@ figures, and the 3-pod job still readable."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
+
+import pytest
 
 from volcano_pipelines.volcano.status import JobStatus, TaskCounts, counts_from_pods
 from volcano_pipelines.volcano.summary import MAX_LINES, JobSummary, abnormal_pods, format_ranges, range_count, summary_lines
@@ -111,3 +114,28 @@ def test_ranges() -> None:
     assert format_ranges([803, 12, 13, 14, 15, 14]) == "12-15,803"
     assert range_count("12-15,803") == 5 and range_count("") == 0
     assert format_ranges([]) == ""
+
+
+def test_vpipe_status_of_the_seeds_job_fits_a_screen_and_json_keeps_every_figure(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, job
+    from volcano_pipelines.cli import main
+    from volcano_pipelines.steps import _train as train_step
+
+    pods = seed_job()
+    counts = {task: {"Running": c.running, "Pending": c.pending, "Failed": c.failed}
+              for task, c in counts_from_pods(pods).items()}
+    backend = MemoryBackend([], FakeClock())
+    backend.current, backend.remaining_pods = job("Running", retries=2, tasks=counts, name="seed"), pods
+    monkeypatch.setattr(train_step, "_cluster_backend", lambda *_: backend)
+    assert main(["status", "seed", "-n", "ns"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) <= MAX_LINES, out
+    assert lines[0] == "job ns/seed: Running, 2 restart(s)"
+    assert "  worker  10,000 pods: 9,984 running, 10 pending, 6 failed" in lines
+    assert "failed: OOM killed (5): worker[12-15,803]" in lines and "pending (10): worker[9990-9999]" in lines
+    assert main(["status", "seed", "-n", "ns", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["abnormal"]["failed: OOM killed"] == {"worker": "12-15,803"}
+    assert result["tasks"]["worker"] == {"pending": 10, "running": 9984, "succeeded": 0, "failed": 6}

@@ -1,0 +1,37 @@
+"""What the step shows at a job's end comes in the order it happened (issue 42 item 16): the
+training's final figures, read once more at the end, before the final phase, never a progress
+line after "Completed"."""
+
+from __future__ import annotations
+
+from tests.unit.steps.memory_backend import FakeClock, job
+from tests.unit.steps.test_follow import Annotating, running, say, wait
+from tests.helpers.progress import RecordingProgress
+from volcano_pipelines.volcano.report_lines import TrainingProgress
+from volcano_pipelines.volcano.status import JobStatus
+
+
+class Ordered(RecordingProgress):
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[str] = []
+
+    def job(self, name: str, status: JobStatus, problem: str | None) -> None:
+        self.events.append(f"job {status.phase}")
+
+    def training(self, name: str, state: TrainingProgress) -> None:
+        super().training(name, state)
+        self.events.append(f"step {state.step}")
+
+
+def test_the_last_progress_is_shown_before_the_final_phase() -> None:
+    clock = FakeClock()
+    # The chief's last lines come so late that only the final read sees them.
+    script: list[object] = [running(), say("vpipe:progress step=100 total=200"), None, None, None,
+                            say("vpipe:progress step=200 total=200"),
+                            job("Completed", tasks={"chief": {"Succeeded": 1}})]
+    progress = Ordered()
+    wait(Annotating(script, clock, tick=5.0), clock, progress, interval_seconds=60)
+    assert "step 200" in progress.events
+    assert progress.events[-1] == "job Completed", progress.events
+    assert progress.events.index("step 200") < progress.events.index("job Completed")
