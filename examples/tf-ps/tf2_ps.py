@@ -18,6 +18,10 @@ import common
 def run(args: argparse.Namespace) -> int:
     import tensorflow as tf
 
+    if tf.get_logger().handlers:
+        # TensorFlow's logger prints through its own handler; a handler that the distributed
+        # runtime adds to the root logger later printed every warning a second time.
+        tf.get_logger().propagate = False
     common.set_threads(tf, args.threads)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     role, index = resolver.task_type, resolver.task_id
