@@ -177,7 +177,7 @@ def test_failing_worker_restarts_the_job_up_to_max_retry_then_fails(local: Local
     status = out.job["status"]
     assert status["state"]["phase"] == "Failed" and status["retryCount"] == 2
     assert "Restarting" in out.phases and out.phases.count("Running") == 2
-    assert "restarted 2 times" in status["state"]["message"]
+    assert "restarted 1 time(s), maxRetry 2 reached" in status["state"]["message"]  # two runs: one restart
     # One failure per attempt, each a pod of its own, exit code 3.
     failures = [p for p in out.failed_pods if p["metadata"]["name"] == "flaky-worker-0"]
     assert len(failures) == 2 and len({p["metadata"]["uid"] for p in failures}) == 2

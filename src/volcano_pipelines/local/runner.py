@@ -35,6 +35,7 @@ from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL, VOLCANO_TASK_LABEL
 
 # The fetch program the container's script runs (entrypoint.py keeps it private; see the report).
 from volcano_pipelines.volcano.entrypoint import FETCH_PY
+from volcano_pipelines.volcano.status import restarts_made
 from volcano_pipelines.volcano.report_lines import reporting_pod
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ class PodRecord:
     started_at: float | None = None
     finished_at: float | None = None
     stopped_by: str | None = None  # the job action that deleted it while it ran
+    stopped_at: float | None = None  # when that action deleted it (its deletionTimestamp less the grace period)
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
 
@@ -293,6 +295,9 @@ class JobRunner:
                 "creationTimestamp": rfc3339(r.created_at),
                 "labels": dict(r.labels),
                 "annotations": dict(r.annotations),
+                # Deleted by the job: when, as Kubernetes says it (the request's time plus the grace period).
+                **({"deletionTimestamp": rfc3339(r.stopped_at + self._grace_seconds),
+                    "deletionGracePeriodSeconds": int(self._grace_seconds)} if r.stopped_at is not None else {}),
             },
             "spec": {"hostname": r.plan.pod, "subdomain": self.name, "containers": [container]},
             "status": status,
@@ -493,10 +498,12 @@ class JobRunner:
             record.started_at = process.started_at
             record.finished_at = process.finished_at
             record.exit_code = process.returncode
-            if record.stopped_by is None:
+            if record.stopped_by is None or record.phase in ("Pending", "Running"):
+                # A deleted pod ends in a terminal phase too (as the kubelet reports it): only
+                # one that ended on its own is a failure the job acts on.
                 record.phase = "Succeeded" if process.returncode == 0 else "Failed"
                 record.reason = "Completed" if process.returncode == 0 else "Error"
-                if record.phase == "Failed":
+                if record.phase == "Failed" and record.stopped_by is None:
                     self.failed.append(self._pod_dict(record))
         self._events.put(("exit", process.plan.pod, attempt))
         self._changed()
@@ -599,10 +606,11 @@ class JobRunner:
         # A restart deletes every pod, finished ones too (Volcano's PodRetainPhaseNone).
         self._stop(list(self.pods.values()), "RestartJob", keep_finished=False)
         if retries >= max_retry:
-            self._transition("Failed", "MaxRetryReached",
-                             f"{self._describe(record, cause, 'RestartJob')}; restarted {retries} times, maxRetry {max_retry}")
+            # As Volcano: the failure that reaches maxRetry is counted in retryCount but restarts nothing.
+            self._transition("Failed", "MaxRetryReached", f"{self._describe(record, cause, 'RestartJob')}; "
+                             f"restarted {restarts_made(retries, max_retry)} time(s), maxRetry {max_retry} reached")
             return "final"
-        self._transition("Pending", "Restarting", f"restart {retries} of at most {max_retry}")
+        self._transition("Pending", "Restarting", f"restart {retries} of at most {restarts_made(max_retry, max_retry)}")
         return "restart"
 
     def _end(self, transient: str, final: str, action: str, reason: str, message: str) -> None:
@@ -617,6 +625,7 @@ class JobRunner:
             for r in records:
                 if r.phase in ("Pending", "Running") or not keep_finished:
                     r.stopped_by = r.stopped_by or action
+                    r.stopped_at = r.stopped_at or self._clock()
         self._changed()
         stop_pods([r.process for r in records if r.process is not None], self._grace_seconds, self._hurry,
                   first=reporting_pod(self._job))

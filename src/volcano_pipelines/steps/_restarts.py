@@ -99,6 +99,11 @@ class RestartTracker:
     def finish(self) -> None:
         self._resolve(final=True)
 
+    def final_cause(self) -> PodEnd | None:
+        """The cause of the failure that ended a job out of restarts: the earliest pod end not
+        given as a restart's cause."""
+        return restart_cause(self.ends[uid] for uid in self.unused)
+
 
 def save_post_mortem(session: JobSession, restarts: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The session's post-mortem record, where the backend can write one (None otherwise)."""
@@ -118,30 +123,26 @@ def finish_result(result: TrainResult, job: Job, session: JobSession, tracker: R
     status = job_status(job)
     meta = job.get("metadata") or {}
     where = f"job {meta.get('namespace')}/{meta.get('name')} {status.phase}"
-    max_retry = (job.get("spec") or {}).get("maxRetry")
     if status.phase in FAILED_PHASES:
-        if max_retry is not None and status.retries >= int(max_retry) and status.retries > 0:
-            # Volcano counts the failure that ends the job too (Restarting, retryCount + 1, then
-            # Failed at maxRetry): that one was no restart, its cause is the last cause.
-            last_entry = result.restarts[-1] if result.restarts and result.restarts[-1]["number"] == status.retries \
-                else None
-            if last_entry is not None:
-                result.restarts.pop()
-            if last_entry is not None and last_entry.get("pod"):
-                last = str(last_entry["text"]).split(": ", 1)[-1]
-                if result.failure is None or result.failure.get("pod") != last_entry["pod"]:
+        if status.max_retry is not None and status.retry_count >= status.max_retry and status.retry_count > 0:
+            # Out of restarts: the failure that ended the job was no restart (restarts_made); its
+            # cause is the earliest pod end since the last restart.
+            final = tracker.final_cause()
+            if final is not None:
+                last = final.describe()
+                if result.failure is None or result.failure.get("pod") != final.pod:
                     # The failure reported is the last run's, the one the message names.
-                    pod = str(last_entry["pod"])
                     result.failure = {
-                        **{k: last_entry.get(k) for k in ("pod", "task", "cause", "exit_code", "reason", "message")},
-                        "log_tail": session.log_tail(pod, log_lines) if log_lines > 0 else None}
+                        **{k: v for k, v in final.to_dict().items() if k in ("pod", "task", "cause", "exit_code",
+                                                                             "reason", "message")},
+                        "log_tail": session.log_tail(final.pod, log_lines) if log_lines > 0 else None}
             elif tracker.last_failure is not None:
                 last = tracker.last_failure.describe()
             elif result.failure is not None:
                 last = (result.message or "").split(": ", 1)[-1]
             else:
                 last = "not seen by the step"
-            result.message = (f"{where}: restarted {status.retries - 1} time(s), max_retry {max_retry} reached: "
+            result.message = (f"{where}: restarted {status.retries} time(s), max_retry {status.max_retry} reached: "
                               f"last cause {last}")
         elif not tracker.any_pod and result.failure is None:
             why = getattr(session, "why_no_pods", None)

@@ -152,6 +152,17 @@ def _pod_entry(pod: Obj, logs: Mapping[str, str | None], deleted: bool, job_phas
     return entry
 
 
+def _number_runs(entries: list[dict[str, Any]]) -> None:
+    """Each pod's run of the job (1: the first; a restart's pods reuse the names), by creation
+    among the pods of its name the record holds (ties keep the order they were listed in)."""
+    by_name: dict[Any, list[dict[str, Any]]] = {}
+    for entry in entries:
+        by_name.setdefault(entry.get("name"), []).append(entry)
+    for same in by_name.values():
+        for run, entry in enumerate(sorted(same, key=lambda e: e.get("created") or ""), start=1):
+            entry["run"] = run
+
+
 def log_pods(job: Obj, pods: Sequence[Obj], limits: Limits) -> list[Obj]:
     """The pods whose logs are worth reading: every pod that ended badly, then the first
     `pods_per_task` of each task (a 200-pod job costs a bounded number of log reads)."""
@@ -186,7 +197,7 @@ def record_size(record: Mapping[str, Any]) -> int:
 
 
 def _compact(entry: Mapping[str, Any]) -> dict[str, Any]:
-    keep = ("name", "task", "node", "phase", "outcome", "failed")
+    keep = ("name", "run", "task", "node", "phase", "outcome", "failed", "deleted")
     out = {k: entry.get(k) for k in keep}
     out["detail"] = False
     if entry.get("end"):
@@ -230,6 +241,7 @@ def build_record(
 
     entries = [_pod_entry(p, pod_logs(p), (p.get("metadata") or {}).get("uid") in gone, status.phase, limits)
                for p in sorted(pods, key=order)]
+    _number_runs(entries)
     all_events = sorted((_event_entry(e, limits) for e in events), key=lambda e: e.get("last") or "")
     dropped: dict[str, int] = {"log_lines": 0, "pods_detail": 0, "events": 0, "pods": 0}
     if len(all_events) > limits.events:
@@ -362,14 +374,20 @@ def markdown(record: Mapping[str, Any], *, table_rows: int = 50, log_lines: int 
         lines += ["", "## Restarts", ""]
         for r in restarts:
             lines.append(f"{r.get('number', '?')}. {_cell(r.get('text') or r.get('cause'))}")
-    lines += ["", "## Pods", "", "| pod | task | node | phase | what happened |", "|---|---|---|---|---|"]
+    # A run column where a restart's pods repeat the names.
+    runs = any((p.get("run") or 1) > 1 for p in pods)
+    lines += ["", "## Pods", "", "| pod |" + (" run |" if runs else "") + " task | node | phase | what happened |",
+              "|---|" + ("---|" if runs else "") + "---|---|---|---|"]
     for p in pods[:table_rows]:
         end = p.get("end") or {}
         what = p.get("outcome")
         if end.get("exit_code") is not None and not str(what).startswith("exit code"):
             what = f"{what} (exit code {end['exit_code']})"
-        lines.append(f"| {_cell(p.get('name'))} | {_cell(p.get('task'))} | {_cell(p.get('node'))} | "
-                     f"{_cell(p.get('phase'))} | {_cell(what)} |")
+        phase = p.get("phase")
+        if p.get("deleted") and phase in ("Pending", "Running"):
+            phase = f"deleted while {phase}"  # its last phase seen; the pod is gone
+        lines.append(f"| {_cell(p.get('name'))} |" + (f" {_cell(p.get('run'))} |" if runs else "")
+                     + f" {_cell(p.get('task'))} | {_cell(p.get('node'))} | {_cell(phase)} | {_cell(what)} |")
     if len(pods) > table_rows:
         lines.append(f"\n... and {len(pods) - table_rows} more pod(s) in the JSON record.")
     for p in pods:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 __all__ = ["FAILED_PHASES", "FINAL_PHASES", "JOB_STOPPING_PHASES", "SUCCEEDED_PHASES", "JobStatus", "PodEnd", "PodFailure",
            "TaskCounts", "counts_from_pods", "ended_before_start", "final_counts", "format_progress", "job_status",
-           "latest_counts", "pod_end", "pod_failure", "pod_task", "podgroup_name", "podgroup_phase", "restart_cause",
+           "latest_counts", "pod_end", "pod_failure", "pod_task", "podgroup_name", "podgroup_phase", "restart_cause", "restarts_made",
            "scheduling_problem", "scheduling_problem_from_events"]
 
 SUCCEEDED_PHASES = frozenset({"Completed"})
@@ -37,10 +38,13 @@ class TaskCounts:
 @dataclass(frozen=True)
 class JobStatus:
     phase: str
+    # The restarts the job made: the one count users read everywhere (restarts_made()).
     retries: int = 0
     tasks: dict[str, TaskCounts] = field(default_factory=dict)
     reason: str | None = None
     message: str | None = None
+    retry_count: int = 0  # Volcano's status.retryCount as it is (counts the failure that ends the job too)
+    max_retry: int | None = None  # spec.maxRetry, where the job says
 
     @property
     def finished(self) -> bool:
@@ -97,13 +101,28 @@ def job_status(job: Mapping[str, Any], task_names: Iterable[str] = ()) -> JobSta
         for pod_phase, n in ((counts or {}).get("phase") or {}).items():
             totals[_POD_PHASE_COUNT.get(pod_phase, "pending")] += int(n)
         tasks[name] = TaskCounts(**totals)
+    retry_count = int(status.get("retryCount") or 0)
+    max_retry = (job.get("spec") or {}).get("maxRetry")
+    max_retry = int(max_retry) if max_retry is not None else None
     return JobStatus(
         phase=state.get("phase") or "Pending",
-        retries=int(status.get("retryCount") or 0),
+        retries=restarts_made(retry_count, max_retry),
         tasks=tasks,
         reason=state.get("reason") or None,
         message=state.get("message") or None,
+        retry_count=retry_count,
+        max_retry=max_retry,
     )
+
+
+def restarts_made(retry_count: int, max_retry: int | None) -> int:
+    """How many times the job really restarted. Volcano's RestartJob adds one to retryCount
+    and then, once retryCount has reached maxRetry, fails the job instead of restarting it: the
+    failure that ends a job out of restarts is counted too (maxRetry 3: three runs, two
+    restarts, retryCount 3). Without a maxRetry the count is taken as it is."""
+    if max_retry is None or retry_count < max_retry:
+        return retry_count
+    return max(0, max_retry - 1)
 
 
 def latest_counts(seen: Mapping[str, TaskCounts], current: Mapping[str, TaskCounts]) -> dict[str, TaskCounts]:
@@ -333,7 +352,10 @@ def pod_end(pod: Mapping[str, Any], *, job_phase: str | None = None, deleted: bo
         return end(_POD_REASONS[status["reason"]], status["reason"], status.get("message"), None)
     if term and term.get("reason") == "OOMKilled":
         return end("OOM killed", "OOMKilled", term.get("message"), None)
-    being_deleted = deleted or bool(meta.get("deletionTimestamp"))
+    # A container that had already ended before its pod was deleted ended on its own (a task
+    # killed with SIGKILL, exit 137, then deleted by the restart its failure set off).
+    being_deleted = (deleted or bool(meta.get("deletionTimestamp"))) and not _ended_before_deletion(meta, finished,
+                                                                                                     exit_code)
     # A negative code is a signal as the local backend's processes report it (-15: SIGTERM).
     if being_deleted and (exit_code is None or exit_code in _KILLED_EXIT_CODES or exit_code < 0):
         if job_phase in JOB_STOPPING_PHASES:
@@ -345,6 +367,29 @@ def pod_end(pod: Mapping[str, Any], *, job_phase: str | None = None, deleted: bo
     if status.get("phase") == "Failed":
         return end("failed", status.get("reason"), status.get("message"), None)
     return None
+
+
+def _ended_before_deletion(meta: Mapping[str, Any], finished: str | None, exit_code: int | None) -> bool:
+    """Whether the container ended before anyone asked to delete its pod. Kubernetes sets
+    deletionTimestamp to the request's time plus the grace period, and a deletion sends SIGTERM
+    first: a SIGKILL (137) in the very second of the request (times are in whole seconds) came
+    from elsewhere (kill -9, the kernel), unless there was no grace period."""
+    deletion = _parse_time(meta.get("deletionTimestamp"))
+    ended = _parse_time(finished)
+    if deletion is None or ended is None or meta.get("deletionGracePeriodSeconds") is None:
+        return False  # not known: taken as the deletion's doing, as before
+    grace = float(meta["deletionGracePeriodSeconds"])
+    requested = deletion - grace
+    return ended < requested or (ended <= requested and exit_code == 137 and grace > 0)
+
+
+def _parse_time(value: Any) -> float | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def restart_cause(ends: Iterable[PodEnd]) -> PodEnd | None:

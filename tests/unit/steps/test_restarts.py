@@ -70,19 +70,36 @@ def test_a_job_out_of_restarts_says_so_with_the_last_cause() -> None:
     # Volcano counts the failure that ends the job as well: with maxRetry 3 the job runs three
     # times (two restarts); the third failure takes retryCount to 3 and the job to Failed.
     clock = FakeClock()
-    script: list[Any] = [job("Running")]
+    script: list[Any] = [with_max_retry(job("Running"), 3)]
     for n in range(1, 4):
         script += [fail_with(evicted(f"j-worker-0-{n}", "worker", f"2026-01-01T00:0{n}:00Z")),
-                   job("Restarting", retries=n), job("Running", retries=n) if n < 3 else None]
+                   with_max_retry(job("Restarting", retries=n), 3),
+                   with_max_retry(job("Running", retries=n), 3) if n < 3 else None]
     script += [with_max_retry(job("Failed", retries=3), 3)]
     backend = MemoryBackend([s for s in script if s is not None], clock)
-    result = wait(backend, clock)
+    progress = Recorder()
+    result = wait(backend, clock, progress)
     assert not result.succeeded and [r["cause"] for r in result.restarts] == ["evicted"] * 2
     assert [r["pod"] for r in result.restarts] == ["j-worker-0-1", "j-worker-0-2"]
+    # One count everywhere: the result, its outputs, the message, the notes as they happened.
+    assert result.retries == 2 and result.to_dict()["retries"] == 2
+    assert not any("restart 3" in n for n in progress.notes), progress.notes
     assert result.failure is not None and result.failure["pod"] == "j-worker-0-3"  # the last run's failure
     assert result.message == ("job ns/j Failed: restarted 2 time(s), max_retry 3 reached: last cause pod j-worker-0-3 "
                               "(task worker) evicted (exit code 137, reason EvictionByEvictionAPI): "
                               "Eviction API: evicting")
+
+
+def test_max_retry_1_fails_at_the_first_failure_with_no_restart() -> None:
+    clock = FakeClock()
+    script = [with_max_retry(job("Running"), 1), fail_with(failed_pod("j-worker-0", "worker", 3)),
+              with_max_retry(job("Restarting", retries=1), 1), with_max_retry(job("Failed", retries=1), 1)]
+    progress = Recorder()
+    result = wait(MemoryBackend(script, clock), clock, progress)
+    assert (result.retries, result.restarts) == (0, [])
+    assert not any("restart 1" in n for n in progress.notes), progress.notes
+    assert result.message is not None and result.message.startswith(
+        "job ns/j Failed: restarted 0 time(s), max_retry 1 reached: last cause pod j-worker-0 (task worker) exit code 3")
 
 
 def test_a_restart_whose_cause_was_not_seen_says_so() -> None:

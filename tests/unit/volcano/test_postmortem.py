@@ -110,3 +110,46 @@ def test_log_pods_are_the_failed_ones_then_the_first_of_each_task() -> None:
     pods = [pod("worker", i, phase="Running") for i in range(10)] + [pod("worker", 10, phase="Failed", exit_code=1)]
     chosen = [p["metadata"]["name"] for p in log_pods(JOB, pods, Limits(pods_per_task=2))]
     assert chosen == ["mnist-worker-10", "mnist-worker-0", "mnist-worker-1"]
+
+
+def killed(task: str, index: int, *, exit_code: int, finished: str, created: str, deleted_at: str | None,
+           grace: int = 30) -> dict[str, Any]:
+    """A pod as the API shows it once the job's restart deleted it: deletionTimestamp is the
+    request's time plus the grace period."""
+    p = pod(task, index, phase="Failed", exit_code=exit_code)
+    p["metadata"].update({"uid": f"uid-{task}-{index}-{created}", "creationTimestamp": created})
+    p["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = finished
+    if deleted_at is not None:
+        p["metadata"].update({"deletionTimestamp": deleted_at, "deletionGracePeriodSeconds": grace})
+    return p
+
+
+def test_a_killed_pod_deleted_by_the_restart_it_caused_is_named_as_the_failure_with_its_run() -> None:
+    """kill -9 of the chief (exit 137 in the second the restart asked for the deletions, then
+    deleted with the rest): its own end, not 'stopped by the job'; the parameter server the
+    restart stopped (SIGTERM, 143) is. Two runs of the same names: a run column."""
+    job = {**JOB, "spec": {**JOB["spec"], "tasks": [{"name": "chief", "replicas": 1}, {"name": "ps", "replicas": 1}]},
+           "status": {**JOB["status"], "state": {"phase": "Failed"}, "retryCount": 2}}
+    job["spec"]["maxRetry"] = 2
+    pods = [killed("chief", 0, exit_code=137, finished="2026-01-01T00:01:00Z", created="2026-01-01T00:00:10Z",
+                   deleted_at="2026-01-01T00:01:30Z"),
+            killed("ps", 0, exit_code=143, finished="2026-01-01T00:01:01Z", created="2026-01-01T00:00:10Z",
+                   deleted_at="2026-01-01T00:01:30Z"),
+            killed("chief", 0, exit_code=137, finished="2026-01-01T00:02:00Z", created="2026-01-01T00:01:20Z",
+                   deleted_at="2026-01-01T00:02:31Z"),
+            killed("ps", 0, exit_code=143, finished="2026-01-01T00:02:03Z", created="2026-01-01T00:01:20Z",
+                   deleted_at="2026-01-01T00:02:31Z")]
+    rec = build_record(job, pods, [], {}, collected_at="2026-01-01T00:03:00Z")
+    rows = [(p["name"], p["run"], p["outcome"], p["failed"]) for p in rec["pods"]]
+    assert rows == [("mnist-chief-0", 1, "exit code 137", True), ("mnist-chief-0", 2, "exit code 137", True),
+                    ("mnist-ps-0", 1, "stopped by the job", False), ("mnist-ps-0", 2, "stopped by the job", False)]
+    text = markdown(rec)
+    assert "| pods | 4 (2 failed) |" in text and "| restarts | 1 (max_retry 2) |" in text
+    assert "| pod | run | task | node | phase | what happened |" in text
+    assert "| mnist-chief-0 | 2 | chief | node-1 | Failed | exit code 137 |" in text
+
+
+def test_a_pod_deleted_while_it_ran_does_not_show_as_running() -> None:
+    running = pod("worker", 0, phase="Running")
+    rec = build_record(JOB, [running], [], {}, collected_at="2026-01-01T00:03:00Z", deleted=["uid-mnist-worker-0"])
+    assert "| mnist-worker-0 | worker | node-1 | deleted while Running | stopped by the job |" in markdown(rec)
