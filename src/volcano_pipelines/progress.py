@@ -12,8 +12,8 @@ import time
 from typing import Any, TextIO
 
 from volcano_pipelines.volcano.report_lines import TrainingProgress
-from volcano_pipelines.volcano.summary import format_training
 from volcano_pipelines.volcano.status import JobStatus, format_progress
+from volcano_pipelines.volcano.summary import JobSummary, format_training, summary_details
 
 __all__ = ["LineProgress", "Progress", "configure_logging"]
 
@@ -24,6 +24,10 @@ class Progress:
 
     def job(self, name: str, status: JobStatus, problem: str | None) -> None:
         """A training job's phase and per-task counts, and why it waits (if it does)."""
+
+    def summary(self, summary: JobSummary) -> None:
+        """The job at a glance (volcano/summary.py), after each job(): what the counts cannot
+        say (the pods not as they should be and why, the restarts' causes, stalled tasks)."""
 
     def files(self, files_done: int, files_total: int, bytes_done: int, bytes_total: int) -> None:
         """A transfer's totals so far (thread-safe callers: the sync executor's threads)."""
@@ -94,6 +98,7 @@ class LineProgress(Progress):
         self.last_print: float | None = None
         self.last_files: float | None = None
         self.files_state: tuple[int, int, int, int] | None = None
+        self.last_details: list[str] = []
 
     def _write(self, line: str) -> None:
         self.stream.write(f"{_stamp()} {line}\n")
@@ -111,6 +116,15 @@ class LineProgress(Progress):
                 self._write(line)
                 self.last_print = now
             self.last_line = line
+
+    def summary(self, summary: JobSummary) -> None:
+        # Beside the one-line counts: the details, each time they change (bounded, volcano/summary.py).
+        details = summary_details(summary)
+        with self.lock:
+            if details != self.last_details:
+                for line in details:
+                    self._write(f"job {summary.name}: {line}")
+            self.last_details = details
 
     def training(self, name: str, state: TrainingProgress) -> None:
         # The follower calls this only when the figures changed, at most once per read.

@@ -51,7 +51,7 @@ class RichProgress(Progress):
         self.bar: Any = None
         self.task_id: Any = None
         self.running = False
-        self.summary: list[str] = []  # the job's summary lines
+        self.lines: list[str] = []  # the job's summary (volcano/summary.py)
         self.training_bar: Any = None  # the training's progress bar, under the summary
         self.training_id: Any = None
 
@@ -74,8 +74,11 @@ class RichProgress(Progress):
             self._print(line)
 
     def job(self, name: str, status: JobStatus, problem: str | None) -> None:
+        self.summary(JobSummary.of(name, status, problem))
+
+    def summary(self, summary: JobSummary) -> None:
         with self.lock:
-            self.summary = summary_lines(JobSummary.of(name, status, problem))
+            self.lines = summary_lines(summary)
             self._start()
             self._redraw()
 
@@ -83,7 +86,7 @@ class RichProgress(Progress):
         from rich.console import Group
         from rich.text import Text
 
-        parts: list[Any] = [Text(line, no_wrap=True, overflow="ellipsis") for line in self.summary]
+        parts: list[Any] = [Text(line, no_wrap=True, overflow="ellipsis") for line in self.lines]
         if self.training_bar is not None:
             parts.append(self.training_bar)
         self.live.update(Group(*parts), refresh=True)

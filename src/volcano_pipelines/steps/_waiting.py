@@ -25,7 +25,7 @@ from volcano_pipelines.signals import stop_signals_handled_by
 from volcano_pipelines.steps._follow import FollowPolicy, Follower, fill_result, result_from_annotations
 from volcano_pipelines.steps._restarts import RestartTracker, finish_result, save_post_mortem
 from volcano_pipelines.steps._results import TrainResult
-from volcano_pipelines.volcano.summary import abnormal_pods
+from volcano_pipelines.volcano.summary import JobSummary, abnormal_pods
 from volcano_pipelines.volcano.status import (
     FAILED_PHASES,
     FINAL_PHASES,
@@ -128,7 +128,6 @@ def job_result(backend: Backend, namespace: str, name: str, log_lines: int = 20)
     if job is None:
         return TrainResult(name=name, namespace=namespace, run_id=None, phase="NotFound", succeeded=False,
                            backend=backend.name, message=f"job {namespace}/{name} does not exist")
-    failure = None
     phase = job_status(job).phase
     with backend.session(job, log_lines) as session:
         # One pod list, whatever the job's size: which pods are not as they should be (a job
@@ -139,10 +138,9 @@ def job_result(backend: Backend, namespace: str, name: str, log_lines: int = 20)
             if phase in FAILED_PHASES:
                 raise
             pods = []
-        if phase in FAILED_PHASES:
-            failure = pod_failure(pods)
-            if failure is not None and log_lines > 0:
-                failure = replace(failure, log_tail=session.log_tail(failure.pod, log_lines))
+        failure = pod_failure(pods) if phase in FAILED_PHASES else None
+        if failure is not None and log_lines > 0:
+            failure = replace(failure, log_tail=session.log_tail(failure.pod, log_lines))
         missing = session.missing()
     result = _result(job, created=False, backend=backend.name, failure=failure, missing=missing)
     result.abnormal = abnormal_pods(pods, phase)
@@ -192,7 +190,7 @@ class _Waiter:
                     self.job = update
                 status = job_status(self.job)
                 self.counts = latest_counts(self.counts, status.tasks)
-                self._log_new_failures()
+                failed = self._log_new_failures()
                 if status.finished:
                     finished = True
                     break
@@ -202,6 +200,8 @@ class _Waiter:
                 else:
                     self.problem = None
                 self.progress.job(self.name, status, self.problem)
+                self.progress.summary(JobSummary.of(self.name, status, self.problem, restarts=self.tracker.restarts,
+                                                    abnormal=abnormal_pods(failed, status.phase)))
                 self.follower.poll(now, status)
                 if self.deadline.expired(now):
                     return self._timed_out()
@@ -228,9 +228,11 @@ class _Waiter:
         return fill_result(finish_result(result, self.job, self.session, self.tracker, log_lines=self.policy.log_lines),
                            reported)
 
-    def _log_new_failures(self) -> None:
+    def _log_new_failures(self) -> list[dict[str, Any]]:
         # Named by cause as they happen; pods the job's own policy stops are no failures.
-        self.tracker.observe(self.job, self.session.failed_pods())
+        failed = self.session.failed_pods()
+        self.tracker.observe(self.job, failed)
+        return failed
 
     def _pending_hints(self, now: float) -> None:
         if self.last_hint is not None and now - self.last_hint < self.policy.hint_interval_seconds:

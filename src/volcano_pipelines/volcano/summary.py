@@ -17,7 +17,7 @@ from volcano_pipelines.volcano.report_lines import TrainingProgress
 from volcano_pipelines.volcano.status import FINAL_PHASES, JobStatus, TaskCounts, pod_end, pod_task
 
 __all__ = ["MAX_LINES", "JobSummary", "abnormal_pods", "format_eta", "format_ranges", "format_training", "range_count",
-           "summary_lines", "training_figures"]
+           "summary_details", "summary_lines", "training_figures"]
 
 # The most lines a summary takes, whatever the job's size (a screen).
 MAX_LINES = 30
@@ -127,15 +127,25 @@ def _group_line(what: str, tasks: Mapping[str, str]) -> str:
     return line + (f" and {left:,} more" if left else "")
 
 
-def summary_lines(summary: JobSummary, max_lines: int = MAX_LINES) -> list[str]:
-    """The job in at most `max_lines` lines (at least 4)."""
-    head = f"job {summary.name}: {summary.phase}" + (f" (retries {summary.retries})" if summary.retries else "")
-    lines = [head]
+def _head(summary: JobSummary) -> list[str]:
+    """The phase, the counts per role and phase, why the gang waits."""
+    lines = [f"job {summary.name}: {summary.phase}" + (f" (retries {summary.retries})" if summary.retries else "")]
     width = max((len(task) for task in summary.tasks), default=0)
     lines += [f"  {task:<{width}}  {_counts(counts, summary.phase in FINAL_PHASES)}"
               for task, counts in summary.tasks.items()]
     if summary.problem:
         lines.append(f"  waiting: {summary.problem}")
+    return lines
+
+
+def summary_details(summary: JobSummary, max_lines: int = MAX_LINES) -> list[str]:
+    """What the counts cannot say, in the lines summary_lines gives it."""
+    return summary_lines(summary, max_lines)[len(_head(summary)):]
+
+
+def summary_lines(summary: JobSummary, max_lines: int = MAX_LINES) -> list[str]:
+    """The job in at most `max_lines` lines (at least 4)."""
+    lines = _head(summary)
     details: list[str] = []
     if summary.restarts:
         causes = Counter(str(r.get("cause") or "unknown") for r in summary.restarts)

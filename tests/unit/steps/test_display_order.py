@@ -35,3 +35,30 @@ def test_the_last_progress_is_shown_before_the_final_phase() -> None:
     assert "step 200" in progress.events
     assert progress.events[-1] == "job Completed", progress.events
     assert progress.events.index("step 200") < progress.events.index("job Completed")
+
+
+def test_the_logs_and_the_terminal_name_the_failed_pods_by_cause_as_ranges() -> None:
+    import io
+
+    from tests.unit.steps.memory_backend import MemoryBackend, failed_pod
+    from volcano_pipelines.cli.progress import RichProgress
+    from volcano_pipelines.progress import LineProgress
+    from volcano_pipelines.steps._waiting import WaitPolicy, run
+    from tests.unit.steps.test_follow import MANIFEST
+
+    def fail(backend: MemoryBackend) -> None:
+        backend.failed = [failed_pod(f"j-worker-{i}", "worker", 1) for i in (3, 4, 5, 9)]
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for stream, progress_type in ((io.StringIO(), LineProgress), (Terminal(), RichProgress)):
+        clock = FakeClock()
+        script: list[object] = [running(), fail, running(retries=1), job("Completed", tasks={"chief": {"Succeeded": 1}})]
+        progress = progress_type(stream)  # type: ignore[abstract]
+        run(MemoryBackend(script, clock, tick=5.0), MANIFEST, WaitPolicy(), progress, clock=clock, handle_signals=False)
+        progress.close()
+        text = stream.getvalue()
+        assert "failed: exit code 1 (4): worker[3-5,9]" in text, text
+        assert "restarts (1): exit code 1" in text, text
