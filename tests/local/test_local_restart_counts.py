@@ -112,3 +112,26 @@ def _cwd_has(proc: Path, marker: str) -> bool:
         return marker in os.readlink(proc / "cwd")
     except OSError:
         return False
+
+
+def test_a_completed_job_keeps_the_counts_of_the_pods_it_stopped_and_no_phase_contradicts_its_counts(
+        tmp_path: Path, code_url: str) -> None:
+    """Issue 42 items 20 and 16: the parameter server and the workers still running when the
+    chief completed are deleted with the job's end; --json still counts them (stopped), the
+    linger is rounded, and no status line says Pending beside running pods."""
+    work = tmp_path / "work"
+    try:
+        out = vpipe(work, "train", "tf", "--name", "okjob", "--chief", "--workers", "2", "--json", "--code-url", code_url, "--",
+                    "--chief=after-peers:4")
+        assert out.returncode == 0, out.stderr[-3000:]
+        result = json.loads(out.stdout)
+        tasks = {task: {k: n for k, n in counts.items() if n} for task, counts in result["tasks"].items()}
+        assert tasks == {"chief": {"succeeded": 1}, "ps": {"stopped": 1}, "worker": {"stopped": 2}}, result["tasks"]
+        linger = result["ps_linger_seconds"]
+        assert linger is not None and linger == round(linger, 2), linger
+        lines = [line for line in out.stderr.splitlines() if "job okjob: " in line and " | " in line]
+        assert any("job okjob: Running | chief: 1 running" in line for line in lines), lines
+        assert not any("job okjob: Pending" in line and " 1 running" in line for line in lines), lines
+        assert "ps: 0 running, 0 succeeded, 0 failed, 0 pending, 1 stopped" in lines[-1], lines[-1]
+    finally:
+        assert_no_leak(tmp_path, settle_seconds=10)

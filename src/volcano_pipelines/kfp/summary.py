@@ -13,7 +13,7 @@ __all__ = ["error_markdown", "finish_markdown", "reap_markdown", "reap_metrics",
 
 # The training summary points at the steps that follow it (where a pipeline has them).
 AFTER_TRAINING = "TensorBoard's URL and the serving endpoints are in the summaries of the tensorboard and serve steps."
-TASK_STATES = ("pending", "running", "succeeded", "failed")
+TASK_STATES = ("pending", "running", "succeeded", "failed", "stopped")
 
 
 def _cell(value: Any) -> str:

@@ -473,7 +473,9 @@ class JobRunner:
                 if record.phase == "Pending":  # not already finished
                     record.phase = "Running"
             started.append(record)
-        self._changed()
+        # No status update of its own: the caller's transition to Running publishes the pods'
+        # counts with the phase, in one update as Volcano's controller does (never "Pending |
+        # every pod running").
         return None
 
     def _start_failed(self, pod: str, why: str, *, attempt: int) -> None:

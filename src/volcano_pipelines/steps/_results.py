@@ -34,6 +34,8 @@ class TrainResult:
     backend: str = "cluster"
     duration_seconds: float | None = None
     retries: int = 0
+    # Per task: pending, running, succeeded, failed and, once the job ended, stopped: pods that
+    # were pending or running when it ended, which Volcano deleted (volcano.status.final_counts).
     tasks: dict[str, dict[str, int]] = field(default_factory=dict)
     failure: dict[str, Any] | None = None  # pod, task, exit_code, reason, message, log_tail
     message: str | None = None
@@ -68,4 +70,6 @@ class TrainResult:
             del out["manifest"]
         # A scalar for the Argo outputs (one file per scalar field): the causes in one line.
         out["restart_causes"] = self.restart_causes
+        if self.ps_linger_seconds is not None:  # measured to the microsecond; what users read is 10 ms
+            out["ps_linger_seconds"] = round(self.ps_linger_seconds, 2)
         return out

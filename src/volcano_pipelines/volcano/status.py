@@ -26,13 +26,17 @@ class TaskCounts:
     running: int = 0
     succeeded: int = 0
     failed: int = 0
+    # A finished job's pods that were pending or running when it ended and that the job's end
+    # stopped and deleted (final_counts): counted, not lost with the pods.
+    stopped: int = 0
 
     @property
     def empty(self) -> bool:
-        return not (self.pending or self.running or self.succeeded or self.failed)
+        return not (self.pending or self.running or self.succeeded or self.failed or self.stopped)
 
     def to_dict(self) -> dict[str, int]:
-        return {"pending": self.pending, "running": self.running, "succeeded": self.succeeded, "failed": self.failed}
+        return {"pending": self.pending, "running": self.running, "succeeded": self.succeeded, "failed": self.failed,
+                "stopped": self.stopped}
 
 
 @dataclass(frozen=True)
@@ -155,18 +159,24 @@ def counts_from_pods(pods: Iterable[Mapping[str, Any]]) -> dict[str, TaskCounts]
 
 
 def final_counts(seen: Mapping[str, TaskCounts], remaining: Mapping[str, TaskCounts]) -> dict[str, TaskCounts]:
-    """Counts for a finished job: the pods that remain (Volcano keeps finished pods, deletes
-    running ones) say what is running now; successes and failures are the most ever seen,
-    because the last status update before the end may not have counted the last pods."""
+    """Counts for a finished job, whose taskStatusCount Volcano clears as it deletes the pods:
+    the pods that remain (Volcano keeps finished pods, deletes running ones) say what is running
+    now; successes and failures are the most ever seen, because the last status update before
+    the end may not have counted the last pods; the rest of the pods last seen (`seen`: the
+    newest counts that said anything) were pending or running when the job ended and were
+    stopped by it: `stopped`, so that no pod vanishes from the counts."""
     result: dict[str, TaskCounts] = {}
     for task in {**seen, **remaining}:
         before = seen.get(task, TaskCounts())
         now = remaining.get(task, TaskCounts())
+        succeeded, failed = max(before.succeeded, now.succeeded), max(before.failed, now.failed)
+        total = before.pending + before.running + before.succeeded + before.failed + before.stopped
         result[task] = TaskCounts(
             pending=now.pending,
             running=now.running,
-            succeeded=max(before.succeeded, now.succeeded),
-            failed=max(before.failed, now.failed),
+            succeeded=succeeded,
+            failed=failed,
+            stopped=max(0, total - succeeded - failed - now.pending - now.running),
         )
     return result
 
@@ -230,6 +240,7 @@ def pod_failure(pods: Iterable[Mapping[str, Any]]) -> PodFailure | None:
 def format_progress(name: str, status: JobStatus, problem: str | None = None) -> str:
     tasks = "  ".join(
         f"{task}: {c.running} running, {c.succeeded} succeeded, {c.failed} failed, {c.pending} pending"
+        + (f", {c.stopped} stopped" if c.stopped else "")
         for task, c in status.tasks.items()
     )
     line = f"job {name}: {status.phase}"

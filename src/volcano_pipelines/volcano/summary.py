@@ -23,7 +23,7 @@ __all__ = ["MAX_LINES", "JobSummary", "abnormal_pods", "format_eta", "format_ran
 MAX_LINES = 30
 # Index ranges shown on one line; the rest is counted on that line.
 MAX_RANGES_PER_LINE = 12
-_PHASES = ("running", "pending", "succeeded", "failed")
+_PHASES = ("running", "pending", "succeeded", "failed", "stopped")
 
 
 def _runs(indices: Iterable[int]) -> list[tuple[int, int]]:

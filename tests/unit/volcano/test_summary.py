@@ -138,4 +138,4 @@ def test_vpipe_status_of_the_seeds_job_fits_a_screen_and_json_keeps_every_figure
     assert main(["status", "seed", "-n", "ns", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["abnormal"]["failed: OOM killed"] == {"worker": "12-15,803"}
-    assert result["tasks"]["worker"] == {"pending": 10, "running": 9984, "succeeded": 0, "failed": 6}
+    assert result["tasks"]["worker"] == {"pending": 10, "running": 9984, "succeeded": 0, "failed": 6, "stopped": 0}
