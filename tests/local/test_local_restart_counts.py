@@ -6,6 +6,7 @@ with SIGKILL is named as the failure in the post-mortem, each pod with its run."
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -135,3 +137,18 @@ def test_a_completed_job_keeps_the_counts_of_the_pods_it_stopped_and_no_phase_co
         assert "ps: 0 running, 0 succeeded, 0 failed, 0 pending, 1 stopped" in lines[-1], lines[-1]
     finally:
         assert_no_leak(tmp_path, settle_seconds=10)
+
+
+def test_the_local_backend_never_asks_a_controller_to_sync(local: Any, code_url: str,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 42 item 8: no controller runs here, so a local job Pending (its gang check, a
+    restart) is never 'still Pending after its gang was admitted', however short the policy's
+    patience (0 s: any admitted Pending would be nudged at once)."""
+    from tests.local.test_local_backend import manifest
+    from volcano_pipelines.steps._waiting import WaitPolicy, run
+
+    caplog.set_level(logging.WARNING)
+    result = run(local.backend, manifest(code_url, "nonudge", max_retry=2, args=("--worker=exit:3",)),
+                 WaitPolicy(stuck_admitted_seconds=0, hint_interval_seconds=0), None, handle_signals=False)
+    assert result.phase == "Failed" and result.retries == 1
+    assert "asking the controller" not in caplog.text and "after its gang was admitted" not in caplog.text

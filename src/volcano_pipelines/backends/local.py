@@ -286,8 +286,9 @@ class LocalSession:
             yield job
 
     def scheduling(self) -> Scheduling:
-        # Nothing queues here: a Pending job is checking its gang (fetching code) or restarting.
-        return Scheduling(problem=None, admitted=True)
+        # Nothing queues here: a Pending job is checking its gang (fetching code) or restarting,
+        # and no controller can miss a change (nothing to nudge): never "admitted and stuck".
+        return Scheduling(problem=None, admitted=False)
 
     def nudge(self) -> None:
         """Nothing to nudge: this backend's controller never misses a change."""

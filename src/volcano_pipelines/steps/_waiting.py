@@ -166,6 +166,7 @@ class _Waiter:
         self.counts: dict[str, TaskCounts] = {}
         self.last_hint: float | None = None
         self.admitted_since: float | None = None
+        self.admitted_pods: object = None  # the job's pod counts when admitted_since was set
         self.last_nudge: float | None = None
         self.follower = Follower(session, job, progress, clock, policy.follow)
         self.tracker = RestartTracker(self.namespace, self.name, progress, clock)
@@ -198,7 +199,8 @@ class _Waiter:
                 if status.phase == "Pending":
                     self._pending_hints(now)
                 else:
-                    self.problem = None
+                    # A later Pending (a restart) is a new wait: not stuck since the first one.
+                    self.problem, self.admitted_since = None, None
                 self.progress.job(self.name, status, self.problem)
                 self.progress.summary(JobSummary.of(self.name, status, self.problem, restarts=self.tracker.restarts,
                                                     abnormal=abnormal_pods(failed, status.phase)))
@@ -243,7 +245,11 @@ class _Waiter:
         if not hint.admitted:
             self.admitted_since = None
             return
-        self.admitted_since = self.admitted_since if self.admitted_since is not None else now
+        # Volcano is at work while the job's pods still appear or change (creating a gang of
+        # thousands takes minutes): stuck counts from the last change, not from the admission.
+        pods = sorted((task, counts) for task, counts in job_status(self.job).tasks.items())
+        if self.admitted_since is None or pods != self.admitted_pods:
+            self.admitted_since, self.admitted_pods = now, pods
         stuck = now - self.admitted_since >= self.policy.stuck_admitted_seconds
         recently = self.last_nudge is not None and now - self.last_nudge < self.policy.stuck_admitted_seconds
         if stuck and not recently:
