@@ -22,6 +22,12 @@ class Progress:
     def note(self, line: str) -> None:
         """One status line worth keeping (a plan summary, a restart, a warning for users)."""
 
+    def warn(self, line: str) -> None:
+        """A warning for people (a pod evicted, a restart and its cause), said once: logged as a
+        WARNING here (library use); a front end's Progress shows it its own way instead (it was
+        logged and noted both: every warning twice, in two formats)."""
+        logging.getLogger("volcano_pipelines").warning("%s", line)
+
     def job(self, name: str, status: JobStatus, problem: str | None) -> None:
         """A training job's phase and per-task counts, and why it waits (if it does)."""
 
@@ -107,6 +113,10 @@ class LineProgress(Progress):
     def note(self, line: str) -> None:
         with self.lock:
             self._write(line)
+
+    def warn(self, line: str) -> None:
+        with self.lock:
+            self._write(f"WARNING {line}")
 
     def job(self, name: str, status: JobStatus, problem: str | None) -> None:
         line = format_progress(name, status, problem)

@@ -18,5 +18,8 @@ class RecordingProgress(Progress):
     def note(self, line: str) -> None:
         self.notes.append(line)
 
+    def warn(self, line: str) -> None:
+        self.notes.append(line)
+
     def training(self, name: str, state: TrainingProgress) -> None:
         self.training_states.append(state)

@@ -73,6 +73,10 @@ class RichProgress(Progress):
         with self.lock:
             self._print(line)
 
+    def warn(self, line: str) -> None:
+        with self.lock:
+            self._print(f"warning: {line}")
+
     def job(self, name: str, status: JobStatus, problem: str | None) -> None:
         self.summary(JobSummary.of(name, status, problem))
 

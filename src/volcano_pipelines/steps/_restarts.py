@@ -66,8 +66,7 @@ class RestartTracker:
             if end.failure:
                 self.last_failure = end
                 if end.cause != "deleted":  # a deletion is named when it causes a restart
-                    log.warning("job %s/%s: %s", self.namespace, self.name, end.describe())
-                    self.progress.note(f"job {self.name}: {end.describe()}")
+                    self.progress.warn(f"job {self.name}: {end.describe()}")
         if self.retries_seen is None:
             self.retries_seen = status.retries
         while status.retries > self.retries_seen:
@@ -93,8 +92,7 @@ class RestartTracker:
             entry["text"] = (f"restart {number}: {cause.describe()}" if cause
                              else f"restart {number}: cause not seen (the step saw no pod end before it)")
             self.restarts.append(entry)
-            log.warning("job %s/%s: %s", self.namespace, self.name, entry["text"])
-            self.progress.note(f"job {self.name}: {entry['text']}")
+            self.progress.warn(f"job {self.name}: {entry['text']}")
 
     def finish(self) -> None:
         self._resolve(final=True)

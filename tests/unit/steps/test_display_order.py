@@ -4,6 +4,8 @@ line after "Completed"."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.unit.steps.memory_backend import FakeClock, job
 from tests.unit.steps.test_follow import Annotating, running, say, wait
 from tests.helpers.progress import RecordingProgress
@@ -62,3 +64,34 @@ def test_the_logs_and_the_terminal_name_the_failed_pods_by_cause_as_ranges() -> 
         text = stream.getvalue()
         assert "failed: exit code 1 (4): worker[3-5,9]" in text, text
         assert "restarts (1): exit code 1" in text, text
+
+
+def test_a_warning_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    import io
+    import logging
+
+    from tests.unit.steps.memory_backend import MemoryBackend, failed_pod
+    from tests.unit.steps.test_follow import MANIFEST
+    from volcano_pipelines.progress import LineProgress, Progress
+    from volcano_pipelines.steps._waiting import WaitPolicy, run
+
+    def fail(backend: MemoryBackend) -> None:
+        backend.failed = [failed_pod("j-worker-3", "worker", 1)]
+
+    def wait(progress: Progress) -> list[str]:
+        caplog.clear()
+        clock = FakeClock()
+        script: list[object] = [running(), fail, running(retries=1), job("Completed", tasks={"chief": {"Succeeded": 1}})]
+        with caplog.at_level(logging.INFO):
+            run(MemoryBackend(script, clock, tick=5.0), MANIFEST, WaitPolicy(), progress, clock=clock,
+                handle_signals=False)
+        return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+    stream = io.StringIO()
+    logged = wait(LineProgress(stream))
+    shown = [line for line in stream.getvalue().splitlines() if "j-worker-3" in line]
+    # The pod's failure, then the restart it caused: one line each, in the step's log only.
+    assert len(shown) == 2 and all(" WARNING job j: " in line for line in shown), shown
+    assert not [m for m in logged if "j-worker-3" in m], logged
+    # Without a display (library use): logged, once each.
+    assert len([m for m in wait(Progress()) if "j-worker-3" in m]) == 2

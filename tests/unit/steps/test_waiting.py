@@ -28,6 +28,9 @@ class Recorder(Progress):
     def note(self, line: str) -> None:
         self.notes.append(line)
 
+    def warn(self, line: str) -> None:
+        self.notes.append(line)
+
 
 def wait(backend: MemoryBackend, clock: FakeClock, progress: Progress | None = None, **policy: object):
     return run(backend, MANIFEST, WaitPolicy(**policy), progress, clock=clock, handle_signals=False)  # type: ignore[arg-type]
