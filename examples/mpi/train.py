@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = None
     if rank == 0 and (found := latest_checkpoint(checkpoints)) is not None:
         start = load_checkpoint(found)
-        print(f"vpipe:resumed step={start[2]} path={found}", flush=True)
+        print(f"vpipe:resumed step={start[2]} path={found} time={time.time():.3f}", flush=True)
     start = comm.bcast(start, root=0)
     clock = {"last": time.monotonic(), "step": start[2] if start else 0}
 
@@ -166,12 +166,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if step % args.log_every == 0 or step == args.steps or stopping:
             now = time.monotonic()
             rate = (step - clock["step"]) * count / max(now - clock["last"], 1e-6)
-            print(f"vpipe:progress step={step} total={args.steps} loss={loss:.6f} examples_per_second={rate:.1f}",
-                  flush=True)
+            print(f"vpipe:progress step={step} total={args.steps} loss={loss:.6f} examples_per_second={rate:.1f} "
+                  f"time={time.time():.3f}", flush=True)
             clock.update(last=now, step=step)
         if step % args.checkpoint_every == 0 or step == args.steps or stopping:
             path = save_checkpoint(checkpoints, w, b, step)
-            print(f"vpipe:checkpoint step={step} path={path}", flush=True)
+            print(f"vpipe:checkpoint step={step} path={path} time={time.time():.3f}", flush=True)
 
     w, b, loss, count = train(x, y, features, args.steps, args.learning_rate, allreduce, start=start,
                               on_step=on_step, stopping=lambda: stop["requested"])

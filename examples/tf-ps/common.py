@@ -29,6 +29,9 @@ def report(kind: str, **fields: Any) -> None:
     """One line of volcano-pipelines' progress protocol (docs/progress.md), e.g.
     `vpipe:progress step=1200 total=6000 loss=0.431 examples_per_second=812.5`: the train step
     reads it from this pod's log and shows progress, the ETA and the last checkpoint."""
+    # When it happened: the step's rate and ETA come from the printed times, not from when the
+    # step read the line (it reads a tail of many lines at once).
+    fields.setdefault("time", f"{time.time():.3f}")
     pairs = [f'{key}="{value}"' if " " in str(value) else f"{key}={value}"
              for key, value in fields.items() if value is not None]
     print(" ".join([f"vpipe:{kind}", *pairs]), flush=True)
