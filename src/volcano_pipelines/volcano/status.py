@@ -3,6 +3,7 @@ job failed. Pure: takes the dicts the API returned."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -10,7 +11,7 @@ from typing import Any
 
 __all__ = ["FAILED_PHASES", "FINAL_PHASES", "JOB_STOPPING_PHASES", "SUCCEEDED_PHASES", "JobStatus", "PodEnd", "PodFailure",
            "TaskCounts", "counts_from_pods", "ended_before_start", "final_counts", "format_progress", "job_status",
-           "latest_counts", "pod_end", "pod_failure", "pod_task", "podgroup_name", "podgroup_phase", "restart_cause", "restarts_made",
+           "latest_counts", "pod_end", "pod_failure", "pod_task", "pod_security_refusal", "podgroup_name", "podgroup_phase", "restart_cause", "restarts_made",
            "scheduling_problem", "scheduling_problem_from_events"]
 
 SUCCEEDED_PHASES = frozenset({"Completed"})
@@ -419,12 +420,16 @@ def ended_before_start(job: Mapping[str, Any], events: Iterable[Mapping[str, Any
     problem where known (`queue`: e.g. "queue vpipe does not exist"), the job's state message,
     and the controller's newest warning event (e.g. `SyncJob ... retry limit reached`)."""
     state = ((job.get("status") or {}).get("state") or {})
+    warnings = [e for e in events if e.get("type") == "Warning"]
+    for text in [state.get("message"), *(e.get("message") for e in warnings)]:
+        refused = pod_security_refusal(job, text)
+        if refused is not None:  # one line, not the API server's error as Volcano dumps it
+            return "no pod ever ran: " + refused
     parts = []
     if queue:
         parts.append(queue)
     if state.get("message"):
         parts.append(str(state["message"]))
-    warnings = [e for e in events if e.get("type") == "Warning"]
     if warnings:
         newest = max(warnings, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
         text = f"{newest.get('reason')}: {newest.get('message') or ''}".rstrip(": ")
@@ -433,3 +438,37 @@ def ended_before_start(job: Mapping[str, Any], events: Iterable[Mapping[str, Any
     if not parts:
         parts.append("Volcano gave no reason (no event or state message)")
     return "no pod ever ran: " + "; ".join(parts)
+
+
+# The API server's PodSecurity admission refusing a pod, as Volcano's FailedCreate event repeats
+# it (the error's text, or a Go dump of it with every quote escaped).
+_POD_SECURITY = re.compile(r'violates PodSecurity "(?P<level>[a-z]+)(?::[^"]*)?"(?::\s*(?P<checks>.*))?')
+
+
+def pod_security_refusal(job: Mapping[str, Any], text: str | None) -> str | None:
+    """`text` (an event's or the job's message) as one line when it says the namespace's Pod
+    Security level refused the job's pods: which level, the checks that failed, and what to do
+    (--pod-security restricted, its pipeline input, a non-root image) when the job was not built
+    for the restricted level; None for any other text."""
+    found = _POD_SECURITY.search((text or "").replace('\\"', '"'))
+    if found is None:
+        return None
+    level = found.group("level")
+    # The failed checks' names without their advice: `runAsNonRoot != true (pod or container ...)`.
+    checks = re.split(r'", Reason:|"}|\]$', found.group("checks") or "")[0]
+    names = [part.split(" (", 1)[0].strip() for part in re.split(r"\),\s*", checks) if part.strip()]
+    where = f'namespace {(job.get("metadata") or {}).get("namespace") or "?"}'
+    refused = f'{where} enforces Pod Security "{level}" and refused the job\'s pods' + (
+        f" ({', '.join(names)})" if names else "")
+    if _built_restricted(job):
+        return f"{refused}, although they were built for the restricted level: {checks.strip()}"
+    return (f"{refused}: rerun with --pod-security restricted (pipelines: the input pod_security, Argo's "
+            "pod-security, set to restricted), with an image that runs as a numeric non-root user")
+
+
+def _built_restricted(job: Mapping[str, Any]) -> bool:
+    """Whether every task's pod template asks for what the restricted level checks."""
+    tasks = (job.get("spec") or {}).get("tasks") or []
+    return bool(tasks) and all(
+        ((((t.get("template") or {}).get("spec") or {}).get("securityContext") or {}).get("runAsNonRoot") is True)
+        for t in tasks)
