@@ -106,11 +106,14 @@ def run(
         if not policy.wait:
             return _result(job, created=created, backend=backend.name)
         with backend.session(job, policy.log_lines) as session:
+            waiter = _Waiter(session, job, created, policy, progress, clock, backend.name, started)
             try:
-                return _Waiter(session, job, created, policy, progress, clock, backend.name, started).wait()
+                return waiter.wait()
             except StopSignal as err:
                 pod_deleted = _own_pod_deleted(backend, policy)
                 action = policy.on_pod_deleted if pod_deleted and policy.on_pod_deleted else policy.on_cancel
+                # The display says so at once: the stop may take the tasks' grace period.
+                progress.job(meta["name"], job_status(waiter.job), f"{err}: stopping the job (on_cancel={action})")
                 if action != "keep":  # the record first: deleting or aborting the job deletes its pods
                     save_post_mortem(session, [])
                 with _hurry_on_signal(session, progress, handle_signals):

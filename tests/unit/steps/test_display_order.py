@@ -95,3 +95,26 @@ def test_a_warning_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
     assert not [m for m in logged if "j-worker-3" in m], logged
     # Without a display (library use): logged, once each.
     assert len([m for m in wait(Progress()) if "j-worker-3" in m]) == 2
+
+
+def test_a_cancel_shows_on_the_display_before_the_job_is_stopped() -> None:
+    from tests.unit.steps.memory_backend import MemoryBackend
+    from tests.unit.steps.test_follow import MANIFEST
+    from volcano_pipelines.steps._waiting import Cancelled, StopSignal, WaitPolicy, run
+
+    class Shown(Ordered):
+        def job(self, name: str, status: JobStatus, problem: str | None) -> None:
+            self.events.append(f"job {status.phase}: {problem}")
+
+    class Stopping(MemoryBackend):
+        def delete(self) -> None:
+            progress.events.append("deleted")
+            super().delete()
+
+    clock = FakeClock()
+    progress = Shown()
+    with pytest.raises(Cancelled):
+        run(Stopping([running(), StopSignal("cancelled by SIGINT")], clock), MANIFEST, WaitPolicy(), progress,
+            clock=clock, handle_signals=False)
+    assert progress.events[-2:] == ["job Running: cancelled by SIGINT: stopping the job (on_cancel=delete)",
+                                    "deleted"], progress.events
