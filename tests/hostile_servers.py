@@ -138,3 +138,87 @@ def silent_listener() -> Iterator[str]:
         yield f"127.0.0.1:{sock.getsockname()[1]}"
     finally:
         sock.close()
+
+
+# What a Hadoop RPC server answers to a client's SASL NEGOTIATE on a cluster with simple
+# authentication: one frame, RpcResponseHeaderProto {callId: -33, status: SUCCESS} and
+# RpcSaslProto {state: SUCCESS}.
+RPC_SASL_SUCCESS = b"\x00\x00\x00\x0c" + b"\x08\x08\xdf\xff\xff\xff\x0f\x10\x00" + b"\x02\x10\x00"
+# What a NameNode's HTTP port (Jetty) answers to those bytes, seen from a real one (MiniDFSCluster).
+JETTY_400 = (b"HTTP/1.1 400 Illegal character HTAB=0x9\r\nContent-Type: text/html;charset=iso-8859-1\r\n"
+             b"Content-Length: 69\r\nConnection: close\r\n\r\n"
+             b"<h1>Bad Message 400</h1><pre>reason: Illegal character HTAB=0x9</pre>")
+
+
+@dataclass
+class Listener:
+    """A TCP server's address and what it has seen: `connections` accepted, `received` bytes
+    (all connections together)."""
+
+    address: str
+    connections: list[object] = field(default_factory=list)
+    received: bytearray = field(default_factory=bytearray)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def seen(self, data: bytes) -> bool:
+        with self.lock:
+            return data in self.received
+
+
+@contextmanager
+def tcp_server(kind: str) -> Iterator[Listener]:
+    """A TCP server for the tests of `vpipe sync hdfs://` pointed at the wrong thing. "silent":
+    accepts and reads, never answers. "rpc-then-silent": answers the first Hadoop RPC connection
+    header with a SASL SUCCESS (the probe a client makes passes) and then never answers a call,
+    like a NameNode that hangs after the handshake. "jetty-400": answers what a NameNode's HTTP
+    port answers (JETTY_400) and closes the connection."""
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    sock.settimeout(0.1)
+    stop = threading.Event()
+    listener = Listener(f"127.0.0.1:{sock.getsockname()[1]}")
+
+    def handle(conn: socket.socket) -> None:
+        answered = False
+        conn.settimeout(0.1)
+        with conn:
+            while not stop.is_set():
+                try:
+                    data = conn.recv(65536)
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return
+                if not data:
+                    return
+                with listener.lock:
+                    listener.received += data
+                if kind == "rpc-then-silent" and not answered and data.startswith(b"hrpc"):
+                    answered = True
+                    conn.sendall(RPC_SASL_SUCCESS)
+                if kind == "jetty-400":
+                    conn.sendall(JETTY_400)
+                    return
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            listener.connections.append(conn)
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield listener
+    finally:
+        stop.set()
+        thread.join()
+        sock.close()

@@ -31,6 +31,7 @@ from volcano_pipelines.transfer.progress import Progress
 from volcano_pipelines.transfer.result import MAX_LISTED_FAILURES, DeletionRefused, SyncFailed, SyncInterrupted, SyncResult, tally
 from volcano_pipelines.transfer.shards import write_shards
 from volcano_pipelines.transfer.sources import Auth, SourceMissing, open_source, short_error
+from volcano_pipelines.transfer.waiting import answering_signals
 from volcano_pipelines.transfer.urls import Location
 
 __all__ = ["MAX_LISTED_FAILURES", "SyncRequest", "run"]
@@ -113,7 +114,7 @@ def _run(request: SyncRequest, result: SyncResult, progress: Progress, started: 
         # Both listings are round trips (NameNode, FUSE): run them side by side.
         scanning = scanner.submit(_scan_destination, root, request.full_scan)
         try:
-            files, refused = source.list()
+            files, refused = answering_signals(source.list)
         except SourceMissing as err:
             raise InputError("src", request.src, f"an existing file or directory ({err} does not exist)") from err
         except (OSError, RuntimeError) as err:  # refused, unreachable, or the remote's own error (hdfs-native)

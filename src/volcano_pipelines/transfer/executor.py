@@ -39,6 +39,7 @@ from volcano_pipelines.transfer.plan import (
     transfer_order,
 )
 from volcano_pipelines.transfer.sources import Source, is_transient, short_error
+from volcano_pipelines.transfer.waiting import GaveUp, answering_signals
 from volcano_pipelines.transfer.streams import StreamBudget, read_slots, split_workers
 
 log = logging.getLogger(__name__)
@@ -463,7 +464,11 @@ class Executor:
             unchecked, self._unchecked = self._unchecked, {}
         if not unchecked or self.stop.is_set() or self.interrupted.is_set():
             return []
-        files, _ = self.source.list()
+        try:
+            # Off the main thread, which answers Ctrl-C meanwhile: a signal ends the wait.
+            files, _ = answering_signals(self.source.list, give_up=self.interrupted)
+        except GaveUp:
+            return []  # a file changed during its copy keeps the old mtime: the next run copies it
         now = {e.path: e for e in files}
         redo = []
         for path, copied in sorted(unchecked.items()):

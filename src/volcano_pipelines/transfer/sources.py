@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar, cast
 
 from volcano_pipelines import backoff
 from volcano_pipelines.errors import ClusterError, InputError
+from volcano_pipelines.transfer.namenode_probe import check_namenodes
 from volcano_pipelines.transfer.plan import Entry
 from volcano_pipelines.transfer.urls import (
     DEFAULT_WEBHDFS_PORT,
@@ -137,19 +138,6 @@ def with_retries(
     raise AssertionError("unreachable")
 
 
-def check_reachable(addresses: list[tuple[str, int]], timeout: float = 5.0) -> None:
-    """Raise ClusterError naming every endpoint tried when none accepts a TCP connection."""
-    tried: list[str] = []
-    for host, port in addresses:
-        try:
-            with socket.create_connection((host, port), timeout=timeout):
-                return
-        except OSError as err:
-            tried.append(f"{host}:{port} ({err.strerror or err})")
-    if tried:
-        raise ClusterError(f"cannot reach the HDFS NameNode: tried TCP connect to {', '.join(tried)}")
-
-
 # ---------------------------------------------------------------------------- local
 
 
@@ -263,8 +251,8 @@ class HdfsSource(_RootedTree):
         self.description = location.url
         conf = load_hadoop_conf(auth.hadoop_conf_dir)
         if location.scheme == "hdfs":
-            addresses = namenode_rpc_addresses(location, conf)
-            check_reachable(addresses)
+            # Before hdfs-native: it waits without a deadline on a port that never answers RPC.
+            check_namenodes(namenode_rpc_addresses(location, conf))
         if auth.user:
             # hdfs-native takes the simple-auth user from the environment, like Hadoop.
             os.environ["HADOOP_USER_NAME"] = auth.user

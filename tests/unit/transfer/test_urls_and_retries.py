@@ -7,7 +7,8 @@ import socket
 import pytest
 
 from volcano_pipelines.errors import ClusterError, InputError
-from volcano_pipelines.transfer.sources import check_reachable, is_transient, short_error, with_retries
+from volcano_pipelines.transfer.namenode_probe import check_namenodes
+from volcano_pipelines.transfer.sources import is_transient, short_error, with_retries
 from volcano_pipelines.transfer.urls import (
     Location,
     namenode_rpc_addresses,
@@ -64,7 +65,7 @@ def test_unreachable_namenode_names_every_endpoint() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(ClusterError) as info:
-        check_reachable([("127.0.0.1", port), ("127.0.0.1", port)], timeout=1)
+        check_namenodes([("127.0.0.1", port), ("127.0.0.1", port)], connect_timeout=1)
     assert str(info.value).count(f"127.0.0.1:{port}") == 2
 
 
