@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if role != "chief":
         raise SystemExit(f"TF_CONFIG task type {role!r}: the tf2 variant needs a chief (render with --chief)")
-    return coordinate(tf, resolver, args)
+    return coordinate(tf, common.whole_cluster_resolver(tf), args)
 
 
 class Linear:

@@ -90,7 +90,7 @@ def test_each_replica_gets_the_environment_volcano_would_give_it(local: Local, c
     seen = records(local)
     assert sorted(seen) == ["chief-0", "ps-0", "worker-0", "worker-1"]
 
-    # One address, a port of its own per pod, the same cluster for everyone.
+    # One address, a port of its own per pod; each role's view of the same cluster.
     tf_configs = {key: json.loads(r["env"]["TF_CONFIG"]) for key, r in seen.items()}
     cluster = tf_configs["chief-0"]["cluster"]
     assert set(cluster) == {"chief", "ps", "worker"}
@@ -98,7 +98,11 @@ def test_each_replica_gets_the_environment_volcano_would_give_it(local: Local, c
     assert all(a.startswith("127.0.0.1:") for a in addresses) and len(set(addresses)) == 4
     for key, config in tf_configs.items():
         task, index = key.rsplit("-", 1)
-        assert config == {"cluster": cluster, "task": {"type": task, "index": int(index)}}
+        own = {index: cluster[task][int(index)]}
+        view = {"chief": cluster, "worker": {"chief": cluster["chief"], "ps": cluster["ps"], "worker": own},
+                "ps": {"chief": cluster["chief"], "ps": own}}[task]
+        assert config == {"cluster": view, "task": {"type": task, "index": int(index)}}
+        assert json.loads(Path(seen[key]["env"]["VPIPE_CLUSTER_FILE"]).read_text()) == cluster
         record = seen[key]
         env = record["env"]
         assert record["argv"][:8] == [

@@ -35,7 +35,9 @@ def test_tf_config_names_each_task_and_its_index(file_server: tuple[str, Path], 
     got = received(tmp_path)
     tf_config = json.loads(got["env"]["TF_CONFIG"])
     assert tf_config["task"] == {"type": task, "index": index}
-    assert tf_config["cluster"]["ps"] == [f"mnist-ps-{i}.mnist:2222" for i in range(3)]
+    every_ps = [f"mnist-ps-{i}.mnist:2222" for i in range(3)]
+    # A parameter server's view holds itself only (its coordinator tells it the rest).
+    assert tf_config["cluster"]["ps"] == ({str(index): every_ps[index]} if task == "ps" else every_ps)
     assert tf_config["cluster"]["chief"] == ["mnist-chief-0.mnist:2222"]
     assert f"--task_index={index}" in got["argv"] and f"--job_name={task}" in got["argv"]
 

@@ -18,6 +18,7 @@ What a pod gets on a cluster, and what stands for it here:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,9 +27,12 @@ from typing import Any
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.kube.pods import literal
 from volcano_pipelines.volcano.common import DATA_VOLUME, LOG_VOLUME
+from volcano_pipelines.volcano.tf_cluster import ADDRESSES_ENV
 from volcano_pipelines.volcano.entrypoint import MPI_MASTER_SCRIPT, MPI_WORKER_SCRIPT, TF_SCRIPT, container_command
 
 LOCAL_ADDRESS = "127.0.0.1"
+TF_TASKS_ENV = "VPIPE_TF_TASKS"  # set in every task of a TF job (volcano/tf.py)
+TF_ADDRESSES_FILE = "vpipe-tf-addresses.json"
 SVC_MOUNT = "/etc/volcano"  # where Volcano's svc plugin mounts its ConfigMap
 # Every process of a pod, and everything it starts, carries this variable: stopping a pod
 # finds its processes by it even when they left the process group (mpiexec's ranks do).
@@ -284,6 +288,10 @@ def plan_job(
                                                             ("VPIPE_LOG_DIR", layout.log_dir)) if key in env]
             all_mounts = mounts + [m for m in storage if m[0] not in {mp for mp, _ in mounts}]
             env = {key: remap_path(rewrite_hosts(value), all_mounts) for key, value in env.items()}
+            if TF_TASKS_ENV in env:
+                # Pods have no DNS names of their own here: the entry point takes every task's
+                # address (this machine, a port per pod) from a file instead of the svc plugin's.
+                env[ADDRESSES_ENV] = f"{layout.svc_dir}/{TF_ADDRESSES_FILE}"
             argv = [expand(part, env) for part in [*(container.get("command") or []), *(container.get("args") or [])]]
             standin = None
             if _is_command(task, _MPI_WORKER_COMMAND):
@@ -319,6 +327,20 @@ def plan_job(
                 tmp_dir=tmp_dir,
             ))
     return plans
+
+
+def tf_addresses(plans: Sequence[ReplicaPlan]) -> dict[str, str]:
+    """The file the entry point of a TF job reads here instead of the svc plugin's hosts:
+    {task: [address of replica 0, 1, ...]}, each replica at its own local port. Empty for a
+    job that is not a TF job."""
+    tf_plans = [p for p in plans if TF_TASKS_ENV in p.env]
+    if not tf_plans:
+        return {}
+    port = int(tf_plans[0].env["VPIPE_TF_PORT"])
+    addresses: dict[str, list[str]] = {}
+    for plan in sorted(tf_plans, key=lambda p: p.index):
+        addresses.setdefault(plan.task, []).append(f"{LOCAL_ADDRESS}:{plan.ports[port]}")
+    return {TF_ADDRESSES_FILE: json.dumps(addresses, sort_keys=True)}
 
 
 def nodes_file() -> str:

@@ -8,6 +8,8 @@ the user's ARG list."""
 
 from __future__ import annotations
 
+from volcano_pipelines.volcano.tf_cluster import CLUSTER_DIR_NAME, CLUSTER_PY
+
 # Where fetched code is unpacked: an emptyDir, so any image user can write there.
 CODE_DIR = "/vpipe/code"
 SCRIPT_NAME = "vpipe-entry"
@@ -169,10 +171,19 @@ run_entry() {
 '''
 
 TF_SCRIPT = _PRELUDE + r'''case "$VPIPE_ROLE" in worker) shard_index="$task_index" ;; *) shard_index=0 ;; esac
-export TF_CONFIG="{\"cluster\":${VPIPE_TF_CLUSTER},\"task\":{\"type\":\"${VPIPE_ROLE}\",\"index\":${task_index}}}"
+# The cluster is built here, at container start, from the task counts in the job and the
+# hosts Volcano's svc plugin mounts: the job object carries no host list (see CLUSTER_PY).
+export VPIPE_CLUSTER_DIR="$VPIPE_CODE_DIR/''' + CLUSTER_DIR_NAME + r'''"
+VPIPE_TASK_INDEX="$task_index" python3 - <<'VPIPECLUSTER_PY'
+''' + CLUSTER_PY + r'''VPIPECLUSTER_PY
+export TF_CONFIG="$(cat "$VPIPE_CLUSTER_DIR/tf_config.json")"
+export VPIPE_CLUSTER_FILE="$VPIPE_CLUSTER_DIR/cluster.json"
+export PYTHONPATH="$VPIPE_CLUSTER_DIR${PYTHONPATH:+:$PYTHONPATH}"
+ps_hosts="$(cat "$VPIPE_CLUSTER_DIR/ps_hosts.flag")"
+worker_hosts="$(cat "$VPIPE_CLUSTER_DIR/worker_hosts.flag")"
 log "starting $VPIPE_ROLE $task_index of job ${VPIPE_JOB_NAME}"
 run_entry --job_name="$VPIPE_ROLE" --task_index="$task_index" \
-  --ps_hosts="$VPIPE_PS_HOSTS" --worker_hosts="$VPIPE_WORKER_HOSTS" \
+  --ps_hosts="$ps_hosts" --worker_hosts="$worker_hosts" \
   --data_dir="$VPIPE_DATA_DIR" --log_dir="$VPIPE_LOG_DIR" \
   --shard_index="$shard_index" --num_shards="$VPIPE_NUM_SHARDS" "$@"
 '''

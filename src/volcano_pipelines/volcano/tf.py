@@ -3,14 +3,12 @@ Volcano Job."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from volcano_pipelines.labels import TRAIN_STEP
 from volcano_pipelines.volcano.common import (
     code_env,
     task_min_available,
-    host,
     job_envelope,
     pod_template,
     storage_env,
@@ -20,9 +18,9 @@ from volcano_pipelines.volcano.common import (
 from volcano_pipelines.volcano.entrypoint import TF_SCRIPT, container_command
 from volcano_pipelines.volcano.spec import DEFAULT_TF_IMAGE, Role, TFJobSpec
 from volcano_pipelines.kube.validate import check_manifest_size
-from volcano_pipelines.volcano.validate import check_tf_cluster_size, validate_tf
+from volcano_pipelines.volcano.validate import validate_tf
 
-__all__ = ["STEP", "build_tf_job", "cluster_spec", "completing_task", "roles"]
+__all__ = ["STEP", "build_tf_job", "completing_task", "roles"]
 
 STEP = TRAIN_STEP
 # Task order matters only for readability of the rendered YAML.
@@ -39,32 +37,20 @@ def completing_task(spec: TFJobSpec) -> str:
     return "chief" if spec.chief is not None else "worker"
 
 
-def cluster_spec(spec: TFJobSpec) -> dict[str, list[str]]:
-    """TF_CONFIG's cluster: every task but the evaluator, which TensorFlow keeps outside."""
-    name = spec.job.name
-    return {
-        task_name: [host(name, task_name, i, spec.port) for i in range(role.replicas)]
-        for task_name, role in roles(spec).items()
-        if task_name != "evaluator"
-    }
-
-
 def build_tf_job(spec: TFJobSpec) -> dict[str, Any]:
     validate_tf(spec)
-    cluster = cluster_spec(spec)
-    cluster_json = json.dumps(cluster, separators=(",", ":"), sort_keys=True)
-    check_tf_cluster_size(cluster_json, spec.worker.replicas)
     finisher = completing_task(spec)
+    replicas = {name: role.replicas for name, role in roles(spec).items()}
+    # Counts, not hosts: each task builds its view of the cluster at start (tf_cluster.py), so
+    # the job does not grow with the square of the replicas.
     shared_env = [
         {"name": "VPIPE_JOB_NAME", "value": spec.job.name},
-        {"name": "VPIPE_TF_CLUSTER", "value": cluster_json},
-        {"name": "VPIPE_PS_HOSTS", "value": ",".join(cluster["ps"])},
-        {"name": "VPIPE_WORKER_HOSTS", "value": ",".join(cluster["worker"])},
+        {"name": "VPIPE_TF_TASKS", "value": ",".join(f"{name}={n}" for name, n in replicas.items())},
+        {"name": "VPIPE_TF_PORT", "value": str(spec.port)},
         {"name": "VPIPE_NUM_SHARDS", "value": str(spec.worker.replicas)},
         *storage_env(spec.storage),
         *code_env(spec.code),
     ]
-    replicas = {name: role.replicas for name, role in roles(spec).items()}
     gang = task_min_available(replicas, spec.job.min_available, elastic="worker", optional=("evaluator",))
     tasks = []
     for task_name, role in roles(spec).items():

@@ -14,7 +14,6 @@ from volcano_pipelines.kube.validate import (
     ENV_NAME,
     MAX_EXEC_STRING,
     fail,
-    utf8_size,
     check_absolute_path,
     check_annotations,
     check_bounded,
@@ -61,17 +60,15 @@ MAX_HOSTNAME = 63
 MAX_JOB_NAME = MAX_HOSTNAME - len("-mpiworker-99999")
 INT32_MAX = 2**31 - 1  # Volcano keeps maxRetry and ttlSecondsAfterFinished as int32
 
-# Size limits, checked before anything large is built.
-# Volcano creates a job's pods one API call at a time and gang scheduling must place all of
-# them at once: past a few thousand pods a job takes minutes to start and its rendered Job
-# nears the API server's size limit. These bounds are far above TF/MPI training jobs and
-# catch a typo (--workers 100000) before it renders megabytes.
-MAX_TASK_REPLICAS = 1000
-MAX_JOB_PODS = 2000
+# Replicas are bounded by what Volcano's svc plugin (v1.14, no flag turns it off) makes of
+# them, measured in tests/unit/volcano/test_validate_bounds.py and checked arithmetically
+# before anything is built: it gives every container of the job `VC_<TASK>_HOSTS`, every host
+# of each task comma-joined, and Linux refuses to start a process with one environment string
+# over 128 KiB (NUL included). Past that, no pod of the job can start, whatever the training
+# code does. Its ConfigMap holds each list twice, so it stays under 4 x 128 KiB for our at
+# most two large tasks: the API server's 1 MiB limit on a ConfigMap is never the first reached.
 # More mpiexec slots per worker than any node has cores is a typo, not a plan.
 MAX_SLOTS_PER_WORKER = 1024
-# TF_CONFIG = {"cluster":<cluster>,"task":{"type":"<role>","index":<i>}}: the wrapper's bytes.
-TF_CONFIG_WRAPPER = len('TF_CONFIG={"cluster":,"task":{"type":"evaluator","index":9999}}')
 
 
 def check_job_ref(namespace: str, name: str) -> None:
@@ -91,14 +88,46 @@ def check_env(field: str, env: Mapping[str, str]) -> None:
         check_exec_string(f"{field}[{name}]", value, env_name=name)
 
 
-def check_tf_cluster_size(cluster_json: str, workers: int) -> None:
-    """TF_CONFIG (the cluster spec listing every ps / worker / chief host) is one environment
-    string of the training process: it must fit the kernel's per-string limit."""
-    size = utf8_size(cluster_json) + TF_CONFIG_WRAPPER + 1
-    if size > MAX_EXEC_STRING:
-        fail("worker.replicas", workers,
-              f"fewer ps / worker replicas or a shorter job name: TF_CONFIG lists every host ({size} bytes here) and "
-              f"must fit {MAX_EXEC_STRING} bytes (Linux refuses to start a process with a longer environment string)")
+def _digits(count: int) -> int:
+    """The decimal digits of 0, 1, ..., count - 1 together, without building them."""
+    total, low, width = 0, 0, 1
+    while low < count:
+        high = min(count, 10 ** width)
+        total += (high - low) * width
+        low, width = high, width + 1
+    return total
+
+
+def svc_hosts_size(job_name: str, task: str, replicas: int) -> int:
+    """Bytes of one task's host list as the svc plugin writes it: `<job>-<task>-<i>.<job>`
+    joined by one separator."""
+    fixed = len(f"{job_name}-{task}-.{job_name}")
+    return replicas * fixed + _digits(replicas) + max(replicas - 1, 0)
+
+
+def check_svc_plugin_size(job_name: str, task_replicas: Mapping[str, int]) -> None:
+    """Every task's `VC_<TASK>_HOSTS` must fit one environment string (see above)."""
+    for task, replicas in task_replicas.items():
+        variable = f"VC_{task.replace('-', '_').upper()}_HOSTS"
+        env_string = len(variable) + 1 + svc_hosts_size(job_name, task, replicas) + 1
+        if env_string > MAX_EXEC_STRING:
+            fail(f"{task}.replicas", replicas,
+                 f"at most {_most_replicas(job_name, task, variable)} {task} replicas for job name {job_name!r}: "
+                 f"Volcano's svc plugin gives every container {variable}, every {task} host comma-joined "
+                 f"({env_string} bytes here), and Linux refuses to start a process with an environment string over "
+                 f"{MAX_EXEC_STRING} bytes; use fewer replicas or a shorter job name")
+
+
+def _most_replicas(job_name: str, task: str, variable: str) -> int:
+    """The most replicas whose svc variable fits one environment string (binary search)."""
+    low, high = 0, MAX_EXEC_STRING
+    while low < high:
+        mid = (low + high + 1) // 2
+        if len(variable) + 2 + svc_hosts_size(job_name, task, mid) <= MAX_EXEC_STRING:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def check_resources(field: str, resources: Resources) -> None:
@@ -111,9 +140,6 @@ def check_role(field: str, role: Role) -> None:
     # First: every later step allocates in proportion to the replicas.
     if not isinstance(role.replicas, int) or isinstance(role.replicas, bool) or role.replicas < 1:
         fail(f"{field}.replicas", role.replicas, "an integer >= 1")
-    if role.replicas > MAX_TASK_REPLICAS:
-        fail(f"{field}.replicas", role.replicas,
-              f"at most {MAX_TASK_REPLICAS} per task (a larger Volcano job is impractical to create and to gang-schedule)")
     check_image(f"{field}.image", role.image)
     check_resources(f"{field}.resources", role.resources)
     check_env(f"{field}.env", role.env)
@@ -158,17 +184,13 @@ def check_storage(storage: Storage) -> None:
             fail("storage.data_subpath", storage.data_subpath, "only together with data_pvc (a directory on that PVC)")
 
 
-def check_job_options(job: JobOptions, task_replicas: Mapping[str, int], *, always_needed: int, scaled: str) -> None:
+def check_job_options(job: JobOptions, task_replicas: Mapping[str, int], *, always_needed: int) -> None:
     """`always_needed`: pods the job cannot start without (parameter servers, chief, MPI
-    master) — a smaller gang would start a job that can never make progress. `scaled`: the
-    task users scale (workers), named when the job has too many pods in total."""
+    master) — a smaller gang would start a job that can never make progress."""
     total = sum(task_replicas.values())
-    if total > MAX_JOB_PODS:
-        fail(f"{scaled}.replicas", task_replicas[scaled],
-              f"at most {MAX_JOB_PODS} pods in the whole job (here {total}: "
-              + ", ".join(f"{n} {task}" for task, n in task_replicas.items()) + ")")
     check_dns_label("job.name", job.name, must_start_with_letter=True, max_length=MAX_JOB_NAME,
                     why=f" (Volcano names each pod <name>-<task>-<index>, a hostname of at most {MAX_HOSTNAME})")
+    check_svc_plugin_size(job.name, task_replicas)
     check_dns_label("job.namespace", job.namespace)
     check_image("job.image", job.image)
     check_dns_subdomain("job.queue", job.queue)
@@ -225,7 +247,7 @@ def validate_tf(spec: TFJobSpec) -> None:
         if spec.evaluator.replicas != 1:
             fail("evaluator.replicas", spec.evaluator.replicas, "exactly 1 (TensorFlow has one evaluator)")
     replicas = tf_task_replicas(spec)
-    check_job_options(spec.job, replicas, always_needed=replicas["ps"] + replicas.get("chief", 0), scaled="worker")
+    check_job_options(spec.job, replicas, always_needed=replicas["ps"] + replicas.get("chief", 0))
     check_code(spec.code)
     check_storage(spec.storage)
     for i, arg in enumerate(spec.args):
@@ -239,7 +261,7 @@ def validate_mpi(spec: MPIJobSpec) -> None:
     if spec.master.replicas != 1:
         fail("mpimaster.replicas", spec.master.replicas, "exactly 1")
     check_role("mpiworker", spec.worker)
-    check_job_options(spec.job, {"mpimaster": 1, "mpiworker": spec.worker.replicas}, always_needed=1, scaled="mpiworker")
+    check_job_options(spec.job, {"mpimaster": 1, "mpiworker": spec.worker.replicas}, always_needed=1)
     if spec.job.pod_security != "baseline":
         fail("job.pod_security", spec.job.pod_security, "baseline for an MPI job: its workers run sshd, which needs "
              "root and capabilities the restricted level forbids")

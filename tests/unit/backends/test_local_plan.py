@@ -12,6 +12,8 @@ import pytest
 from volcano_pipelines.backends.local import tail
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.local.plan import (
+    TF_ADDRESSES_FILE,
+    tf_addresses,
     LOCAL_ADDRESS,
     POD_UID_ENV,
     PRTE_MAPPING_ENV,
@@ -100,13 +102,15 @@ def test_svc_files_are_volcanos_configmap() -> None:
 def test_tf_plan_rewrites_the_cluster_and_maps_volumes() -> None:
     plans = {p.pod: p for p in plan(tf_job(args=("--pod=$(HOSTNAME)", "--role=$(VPIPE_ROLE)", "$$(VPIPE_ROLE)")))}
     assert sorted(plans) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
-    cluster = json.loads(plans["mnist-ps-0"].env["VPIPE_TF_CLUSTER"])
+    # Pods have no DNS names here: every task's address (this machine, a port per pod) is in
+    # one file the entry point reads instead of the svc plugin's host files.
+    files = tf_addresses(list(plans.values()))
+    cluster = json.loads(files[TF_ADDRESSES_FILE])
     addresses = [a for hosts in cluster.values() for a in hosts]
     assert len(set(addresses)) == 4 and all(a.startswith(f"{LOCAL_ADDRESS}:") for a in addresses)
     for pod, p in plans.items():
         task, index = pod.split("-")[1], int(pod.split("-")[2])
-        assert p.env["VPIPE_TF_CLUSTER"] == plans["mnist-ps-0"].env["VPIPE_TF_CLUSTER"]
-        assert p.env["VPIPE_WORKER_HOSTS"] == ",".join(cluster["worker"])
+        assert p.env["VPIPE_TF_ADDRESSES"] == f"/local/job/etc/{TF_ADDRESSES_FILE}"
         assert f"{LOCAL_ADDRESS}:{p.ports[2222]}" == cluster[task][index]
         assert p.env["VK_TASK_INDEX"] == p.env["VC_TASK_INDEX"] == str(index)
         assert p.env["VC_WORKER_HOSTS"] == "127.0.0.1,127.0.0.1" and p.env["VC_CHIEF_NUM"] == "1"

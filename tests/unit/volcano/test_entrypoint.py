@@ -65,11 +65,27 @@ def run_container(job: dict, task: str, tmp: Path, *, task_index: int = 0, extra
         defined[e["name"]] = expand(e["value"], defined)
     env = dict(defined)
     env["VPIPE_CODE_DIR"] = str(tmp / "code")  # the pod's emptyDir
+    env["VPIPE_SVC_DIR"] = str(write_svc_files(job, tmp / "etc-volcano"))
     env.update({"VK_TASK_INDEX": str(task_index), "VPIPE_TEST_OUT": str(tmp / "out.json"), "HOME": str(tmp)})
     env["PATH"] = (path_prefix + os.pathsep if path_prefix else "") + os.environ["PATH"]
     env.update(extra_env or {})
     argv = [expand(part, defined) for part in container["command"] + container["args"]]
     return subprocess.run(argv, env=env, cwd=tmp, capture_output=True, timeout=60)
+
+
+def svc_hosts(job: dict, task: str) -> list[str]:
+    """The hosts Volcano's svc plugin writes for a task (`<job>-<task>-<i>.<job>`)."""
+    name = job["metadata"]["name"]
+    replicas = next(t["replicas"] for t in job["spec"]["tasks"] if t["name"] == task)
+    return [f"{name}-{task}-{i}.{name}" for i in range(replicas)]
+
+
+def write_svc_files(job: dict, directory: Path) -> Path:
+    """/etc/volcano as the svc plugin mounts it: `<task>.host`, one host a line, no final newline."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for task in job["spec"]["tasks"]:
+        (directory / f"{task['name']}.host").write_text("\n".join(svc_hosts(job, task["name"])))
+    return directory
 
 
 def received(tmp: Path) -> dict[str, Any]:
@@ -78,9 +94,10 @@ def received(tmp: Path) -> dict[str, Any]:
 
 def contract_argv(role: str, index: int, shard: int, job: dict, data_dir: str = "/data", log_dir: str = "/logs") -> list[str]:
     env = {e["name"]: e["value"] for e in job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["env"]}
+    ps_hosts, worker_hosts = (",".join(f"{h}:{env['VPIPE_TF_PORT']}" for h in svc_hosts(job, t)) for t in ("ps", "worker"))
     return [
-        f"--job_name={role}", f"--task_index={index}", f"--ps_hosts={env['VPIPE_PS_HOSTS']}",
-        f"--worker_hosts={env['VPIPE_WORKER_HOSTS']}", f"--data_dir={data_dir}", f"--log_dir={log_dir}",
+        f"--job_name={role}", f"--task_index={index}", f"--ps_hosts={ps_hosts}",
+        f"--worker_hosts={worker_hosts}", f"--data_dir={data_dir}", f"--log_dir={log_dir}",
         f"--shard_index={shard}", f"--num_shards={env['VPIPE_NUM_SHARDS']}",
     ]
 
@@ -103,8 +120,12 @@ def test_worker_gets_contract_args_tf_config_and_fetched_directory(file_server: 
     assert (tmp_path / "code" / "lib" / "model.py").read_text() == "MODEL = 1\n"  # recursive directory fetch
     tf_config = json.loads(got["env"]["TF_CONFIG"])
     assert tf_config["task"] == {"type": "worker", "index": 2}
-    assert tf_config["cluster"]["ps"] == ["mnist-ps-0.mnist:2222", "mnist-ps-1.mnist:2222"]
-    assert len(tf_config["cluster"]["worker"]) == 3
+    # A worker's view: every parameter server and itself only (a sparse job).
+    assert tf_config["cluster"] == {"ps": ["mnist-ps-0.mnist:2222", "mnist-ps-1.mnist:2222"],
+                                    "worker": {"2": "mnist-worker-2.mnist:2222"}}
+    whole = json.loads(Path(got["env"]["VPIPE_CLUSTER_FILE"]).read_text())
+    assert whole == {"ps": ["mnist-ps-0.mnist:2222", "mnist-ps-1.mnist:2222"],
+                     "worker": [f"mnist-worker-{i}.mnist:2222" for i in range(3)]}
 
 
 def test_ps_shard_zero_and_evaluator_outside_cluster(file_server: tuple[str, Path], tmp_path: Path) -> None:
@@ -117,7 +138,7 @@ def test_ps_shard_zero_and_evaluator_outside_cluster(file_server: tuple[str, Pat
     assert proc.returncode == 0, proc.stderr.decode()
     tf_config = json.loads(received(tmp_path)["env"]["TF_CONFIG"])
     assert tf_config["task"] == {"type": "evaluator", "index": 0}
-    assert "evaluator" not in tf_config["cluster"]
+    assert "evaluator" not in tf_config["cluster"] and len(tf_config["cluster"]["worker"]) == 3
 
 
 def test_archive_with_matching_sha256(file_server: tuple[str, Path], tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -71,25 +70,21 @@ def test_chief_completes_the_job_when_present() -> None:
     assert job["spec"]["minAvailable"] == 4
 
 
-def test_cluster_spec_hosts_and_evaluator_outside() -> None:
+def test_the_job_carries_task_counts_and_the_port_not_hosts() -> None:
+    """Each task builds its cluster at start (tf_cluster.py): no host list in any pod template."""
     job = build_tf_job(spec(ps=Role(replicas=2), worker=Role(replicas=3), chief=Role(), evaluator=Role()))
-    e = env(job, "worker")
-    cluster = json.loads(e["VPIPE_TF_CLUSTER"])
-    assert cluster == {
-        "chief": ["mnist-chief-0.mnist:2222"],
-        "ps": ["mnist-ps-0.mnist:2222", "mnist-ps-1.mnist:2222"],
-        "worker": ["mnist-worker-0.mnist:2222", "mnist-worker-1.mnist:2222", "mnist-worker-2.mnist:2222"],
-    }
-    assert e["VPIPE_PS_HOSTS"] == "mnist-ps-0.mnist:2222,mnist-ps-1.mnist:2222"
-    assert e["VPIPE_WORKER_HOSTS"].split(",")[2] == "mnist-worker-2.mnist:2222"
-    assert e["VPIPE_NUM_SHARDS"] == "3"
-    assert env(job, "evaluator")["VPIPE_ROLE"] == "evaluator"
+    for task in ("chief", "ps", "worker", "evaluator"):
+        e = env(job, task)
+        assert e["VPIPE_TF_TASKS"] == "chief=1,ps=2,worker=3,evaluator=1" and e["VPIPE_TF_PORT"] == "2222"
+        assert e["VPIPE_NUM_SHARDS"] == "3" and e["VPIPE_ROLE"] == task
+        assert not any("mnist-ps-0" in value for value in e.values())
+    assert job["spec"]["plugins"] == {"env": [], "svc": []}  # the svc plugin's host files are the source
 
 
 def test_custom_port_everywhere() -> None:
     job = build_tf_job(spec(port=5000))
     assert container(job, "ps")["ports"] == [{"name": "tfjob-port", "containerPort": 5000, "protocol": "TCP"}]
-    assert env(job, "ps")["VPIPE_PS_HOSTS"] == "mnist-ps-0.mnist:5000"
+    assert env(job, "ps")["VPIPE_TF_PORT"] == "5000"
 
 
 def test_roles_get_their_own_resources_image_env_scheduling() -> None:
