@@ -105,7 +105,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def hosts(value: str) -> list[str]:
-    return [h for h in value.split(",") if h]
+    """A --ps_hosts / --worker_hosts value: a comma list, or `@FILE` naming one (volcano-pipelines
+    passes the file when the list is longer than one argument may be: thousands of hosts)."""
+    if value.startswith("@"):
+        with open(value[1:], encoding="utf-8") as f:
+            value = f.read()
+    return [h for h in value.strip().split(",") if h]
+
+
+def whole_cluster_resolver(tf: Any) -> Any:
+    """The whole cluster for the TF2 coordinator: from volcano-pipelines' cluster file when the
+    job runs under it (TF_CONFIG holds only what each role needs, and at thousands of tasks not
+    every address), else from TF_CONFIG."""
+    try:
+        import vpipe_cluster  # written by the entry point, on PYTHONPATH
+    except ImportError:
+        return tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    return vpipe_cluster.cluster_resolver()
 
 
 def train_files(data_dir: str) -> list[str]:

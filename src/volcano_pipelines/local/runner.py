@@ -379,7 +379,7 @@ class JobRunner:
                                   sshd_standin=STANDIN_SCRIPT, allocate_port=functools.partial(free_port, planning.LOCAL_ADDRESS))
         svc_dir = Path(layout.svc_dir)
         svc_dir.mkdir(parents=True, exist_ok=True)
-        for filename, content in {**planning.svc_files(self._job), "nodes": planning.nodes_file()}.items():
+        for filename, content in {**planning.svc_files(self._job), "nodes": planning.nodes_file(), **planning.tf_addresses(plans)}.items():
             write_whole(svc_dir / filename, content)  # a full disk leaves no half-written hosts file
         now = self._clock()
         with self._cond:
