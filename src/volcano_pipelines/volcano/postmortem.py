@@ -400,8 +400,11 @@ def markdown(record: Mapping[str, Any], *, table_rows: int = 50, log_lines: int 
         for c in p.get("containers") or []:
             state = c.get("state") or {}
             if state.get("state") == "terminated":
-                lines += ["", f"- container `{c.get('name')}`: exit code {state.get('exit_code')}, "
-                              f"reason {state.get('reason')}, {state.get('started_at')} - {state.get('finished_at')}"]
+                # What the API said, and only that: never "exit code None" (0 is an exit code).
+                said = [f"exit code {state['exit_code']}" if state.get("exit_code") is not None else "",
+                        f"reason {state['reason']}" if state.get("reason") else "",
+                        f"{state.get('started_at') or '?'} - {state.get('finished_at') or '?'}"]
+                lines += ["", f"- container `{c.get('name')}`: " + ", ".join(part for part in said if part)]
             tail = (c.get("log") or [])[-log_lines:]
             if tail:
                 lines += ["", f"Last log lines of `{c.get('name')}`:", "", *_fence(tail)]
