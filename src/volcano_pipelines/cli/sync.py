@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -20,6 +19,7 @@ from volcano_pipelines.steps import DEFAULT_MAX_DELETE, DEFAULT_TRANSFERS, Trans
 from volcano_pipelines.steps import sync as sync_step
 from volcano_pipelines.steps import DEFAULT_DURABILITY, DEFAULT_STREAMS, DURABILITY_MODES
 from volcano_pipelines.cli.flags import add_step_flags, flag_for, step_kwargs
+from volcano_pipelines.cli.generic import print_result
 from volcano_pipelines.steps.params import params
 
 if TYPE_CHECKING:
@@ -269,7 +269,11 @@ def _run_sync(args: argparse.Namespace, printer: _Printer) -> int:
         )
     except SyncInterrupted as err:
         return _fail(args, err.result, str(err), err.exit_code)
-    except (SyncFailed, DeletionRefused) as err:
+    except DeletionRefused as err:
+        # Refused before anything was done: a report (or a dry run's plan) on stdout would read as
+        # work done or to be done; --json keeps it, with the error in it.
+        return _fail(args, err.result if args.json else None, cli_message(err), err.exit_code)
+    except SyncFailed as err:
         return _fail(args, err.result, cli_message(err), err.exit_code)
     except VpipeError as err:
         return _fail(args, None, cli_message(err), err.exit_code)
@@ -302,7 +306,7 @@ def _fail(args: argparse.Namespace, result: SyncResult | None, message: str, cod
     if result is None and args.json:
         from volcano_pipelines.steps import SyncResult
 
-        result = SyncResult(src=args.src, dst=args.dst, dry_run=args.dry_run)
+        result = SyncResult(src=_shown_src(args.src), dst=_shown_dst(args.dst), dry_run=args.dry_run)
     if result is not None:
         result.error = message
         _print_result(result, args)
@@ -310,9 +314,29 @@ def _fail(args: argparse.Namespace, result: SyncResult | None, message: str, cod
     return code
 
 
+def _shown_src(src: str) -> str:
+    """SRC as a run that got going reports it (its URL, a path made absolute), else as typed."""
+    from volcano_pipelines.transfer.urls import parse_source
+
+    try:
+        return parse_source(src).url
+    except InputError:
+        return src
+
+
+def _shown_dst(dst: str) -> str:
+    """DST as a run that got going reports it (absolute), else as typed."""
+    from volcano_pipelines.transfer.urls import parse_dest
+
+    try:
+        return parse_dest(dst)
+    except InputError:
+        return dst
+
+
 def _print_result(result: SyncResult, args: argparse.Namespace) -> None:
     if args.json:
-        print(json.dumps(result.to_dict(), indent=1))
+        print_result(result, as_json=True)  # every command's --json looks the same (train's too)
         return
     if result.dry_run:
         for item in result.plan:

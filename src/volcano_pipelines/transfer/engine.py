@@ -4,6 +4,7 @@ step (`steps/_sync.py`) only checks its arguments and builds the request."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
@@ -18,6 +19,7 @@ from volcano_pipelines.transfer import fanout, partition
 from volcano_pipelines.transfer.executor import Executor, Options, Outcome, Result
 from volcano_pipelines.transfer.plan import (
     DEFAULT_MAX_DELETE,
+    RESERVED_DIR,
     Action,
     DeleteLimit,
     Plan,
@@ -152,6 +154,7 @@ def _run(request: SyncRequest, result: SyncResult, progress: Progress, started: 
         if refusal is not None:
             raise DeletionRefused(refusal, request.max_delete, root, location.url, result)
         if request.dry_run:
+            _check_writable(root)  # the real run's first write would fail: say so, as it would
             return False
         return _execute(request, result, plan, listing, source, progress)
     finally:
@@ -231,6 +234,21 @@ def _fill_dry_run(result: SyncResult, plan: Plan) -> None:
 def _scan_destination(root: str, full_scan: bool) -> dest_mod.DestListing:
     cache = {} if full_scan else dest_mod.load_scan_cache(root)
     return dest_mod.scan(root, cache=cache)
+
+
+def _check_writable(root: str) -> None:
+    """A dry run's look at what the real run would meet first, without writing: DestinationDenied,
+    in the real run's words, when `root` (or, where it does not exist yet, the directory it would
+    be created in) refuses writes. access(2) answers for the caller's ids and says EROFS on a
+    read-only mount, root included, as the real run's first write would."""
+    path = root
+    while not os.path.lexists(path):
+        path = os.path.dirname(path)
+    if os.access(path, os.W_OK | os.X_OK):
+        return
+    code = errno.EROFS if os.statvfs(path).f_flag & os.ST_RDONLY else errno.EACCES
+    what = f"preparing {os.path.join(root, RESERVED_DIR)}" if path == root else f"creating {root}"
+    raise dest_mod.DestinationDenied(f"destination not writable while {what}: {os.strerror(code)}")
 
 
 def _execute(
