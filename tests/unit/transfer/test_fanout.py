@@ -5,6 +5,7 @@ starts (that launcher is tested on a real node: tests/node/test_sync_workers.py)
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Callable
@@ -302,3 +303,32 @@ def test_a_run_id_of_another_unfinished_run_is_refused_and_nothing_is_touched(tm
     assert {p: os.stat(dst / p).st_mtime_ns for p in tree_paths(dst)} == before  # the run is kept as it was
     # Its own source resumes it.
     assert engine.run(request(src, dst), Progress()).copied == 3
+
+
+def test_with_checksum_same_size_files_are_compared_by_the_pods_and_the_different_ones_copied(tmp_path: Path) -> None:
+    """--workers N --checksum: a destination file of the listed size (same mtime or not) needs its
+    content compared (COMPARE), and only a pod can do it. Each is in exactly one partition; the
+    pods copy the ones that differ and leave the same ones (skipped). Had they been left out of
+    every partition, the stale contents would stay and the run would still report success."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    files = tree(12)
+    write_tree(src, files)
+    stale = sorted(files)[:4]  # same size, other bytes; two of them with the source's mtime too
+    same = sorted(files)[4:8]  # same bytes
+    write_tree(dst, {p: bytes(b ^ 0xFF for b in files[p]) for p in stale} | {p: files[p] for p in same})
+    for p in stale[:2] + same:
+        st = os.stat(src / p)
+        os.utime(dst / p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    inner = threads(str(dst))
+    compared: list[str] = []
+
+    def launch(record: partition.RunRecord) -> str | None:
+        parts = [partition.load_part(str(dst), RUN, k) for k in range(record.parts)]
+        compared.extend(i.path for part in parts for i in part if i.action is Action.COMPARE)
+        return inner(record)
+
+    checked = dataclasses.replace(request(src, dst, launcher=launch), options=Options(transfers=4, checksum=True))
+    result = engine.run(checked, Progress())
+    assert sorted(compared) == sorted(stale + same)  # each once, in some partition
+    assert read_tree(dst) == read_tree(src)
+    assert (result.copied, result.skipped, result.failed) == (8, 4, 0)  # 4 new + 4 stale; the 4 same ones skipped
