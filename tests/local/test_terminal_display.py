@@ -23,6 +23,7 @@ for i in $(seq 1 40); do
   if [ $((i % 5)) = 0 ]; then echo "vpipe:progress step=$((i * 10)) total=400 time=$(date +%s.%N)"; fi
   sleep 0.1
 done
+printf 'bar 10%%\rbar 20%%\rbar 30%% done\n'
 echo "vpipe:checkpoint step=400 path=/logs/ckpt-400"
 echo "chief done"
 """
@@ -54,6 +55,8 @@ def test_task_output_scrolls_above_one_live_region(tmp_path: Path, code_url: str
     chief = [line for line in lines if line.startswith("chief-0 | chief line ")]
     assert chief == [f"chief-0 | chief line {i}" for i in range(1, 41)], text
     assert "ps-0 | ps ready" in lines and "worker-0 | worker ready" in lines, text
+    # A progress bar's carriage returns: what a terminal would show of its line, behind its prefix.
+    assert "chief-0 | bar 30% done" in lines, text
     # One live region, drawn last: its final frame once, no stale frame of it in the scrollback.
     assert [line for line in lines if line.startswith("job tiny: ")][:1] == ["job tiny: Completed"], text
     assert not any("job tiny: Running" in line or "job tiny: Pending" in line for line in lines), text

@@ -70,8 +70,13 @@ class RichProgress(Progress):
             self._print(line)
 
     def output(self, line: str) -> None:
+        from rich.text import Text
+
+        # A task's colours are kept; its other control sequences (a carriage return of a
+        # progress bar, cursor moves) would move the cursor under the live region: dropped.
+        text = Text.from_ansi(line, no_wrap=False)
         with self.lock:
-            self._print(line)
+            self.console.print(text, highlight=False, emoji=False, soft_wrap=True)
 
     def warn(self, line: str) -> None:
         with self.lock:

@@ -175,7 +175,9 @@ class PodProcess:
                     log_file = None
                     self._write_line(f"{prefix}vpipe-local: cannot write the pod log {self.log_path}: "
                                      f"{err.strerror or err}; its output continues here only")
-            self._write_line(prefix + raw.decode("utf-8", "replace").rstrip("\r\n"))
+            # What a terminal would show of the line: a progress bar's carriage returns overwrite
+            # it, and the prefix stays in front (the log file has every byte).
+            self._write_line(prefix + raw.decode("utf-8", "replace").rstrip("\r\n").rsplit("\r", 1)[-1])
         self.proc.stdout.close()
         try:
             self._log.close()

@@ -60,3 +60,22 @@ def test_the_result_says_what_the_training_reported_or_that_it_reported_nothing(
     # Submitted without waiting: nothing is known yet, and nothing is said about it.
     _report(TrainResult(name="demo", namespace="ml", run_id="r", phase="Pending", succeeded=False), as_json=False)
     assert "progress" not in capsys.readouterr().out
+
+
+def test_task_output_keeps_its_colours_but_not_its_cursor_moves() -> None:
+    from tests.helpers.terminal import replay
+
+    screen = Terminal()
+    progress = RichProgress(screen)
+    progress.console.width = 100
+    progress.job("demo", JobStatus("Running", tasks={"chief": TaskCounts(running=1)}), None)
+    progress.output("chief-0 | \x1b[31mred\x1b[0m text")
+    progress.output("chief-0 | 30% \x1b[1mdone\x1b[0m\x07")
+    progress.output("chief-0 | up\x1b[2A\x1b[2Kerased?")
+    progress.close()
+    raw = screen.getvalue()
+    lines = [line for line in replay(raw.encode(), 100) if line]
+    assert "chief-0 | red text" in lines and "chief-0 | 30% done" in lines, lines
+    assert "chief-0 | uperased?" in lines, lines
+    assert lines[-2:] == ["job demo: Running", "  chief  1 pod: 1 running"], lines
+    assert "\x1b[31m" in raw or "\x1b[0;31m" in raw or "31m" in raw  # the colour reached the terminal
