@@ -211,7 +211,7 @@ def test_failing_worker_retries_then_fails(cluster, namespace: str) -> None:
     assert run.returncode == 1, run.stderr
     result = run.result
     assert result is not None and result["phase"] == "Failed"
-    assert result["retries"] == 2
+    assert result["retries"] == 1  # --max-retry 2: two runs, one restart (Volcano counts the final failure too)
     failure = result["failure"]
     assert failure is not None
     assert failure["pod"].startswith(f"{name}-worker-")
