@@ -236,7 +236,16 @@ def _sync(args: argparse.Namespace) -> int:
     with _stops_like_ctrl_c(printer) as received:
         code = _run_sync(args, printer)
     # A stop by SIGTERM / SIGHUP ends with the status a shell expects of it (128 + the signal).
-    return 128 + received[0] if received and code != EXIT_OK else code
+    code = 128 + received[0] if received and code != EXIT_OK else code
+    from volcano_pipelines.steps import threads_left_behind
+
+    if code != EXIT_OK and threads_left_behind():
+        # Abandoned transfers stuck in a source read (their temporary files are already removed, the
+        # report printed): Python would wait for those threads at exit, for as long as the source stalls.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def _run_sync(args: argparse.Namespace, printer: _Printer) -> int:
@@ -304,34 +313,14 @@ def _fail(args: argparse.Namespace, result: SyncResult | None, message: str, cod
     """The report (what was done; with --json always, with the error in it), then the
     error line on stderr: a failed run says what it did, docs/sync.md."""
     if result is None and args.json:
-        from volcano_pipelines.steps import SyncResult
+        from volcano_pipelines.steps import sync_report
 
-        result = SyncResult(src=_shown_src(args.src), dst=_shown_dst(args.dst), dry_run=args.dry_run)
+        result = sync_report(args.src, args.dst, args.dry_run)
     if result is not None:
         result.error = message
         _print_result(result, args)
     print(f"vpipe: error: {message}", file=sys.stderr)
     return code
-
-
-def _shown_src(src: str) -> str:
-    """SRC as a run that got going reports it (its URL, a path made absolute), else as typed."""
-    from volcano_pipelines.transfer.urls import parse_source
-
-    try:
-        return parse_source(src).url
-    except InputError:
-        return src
-
-
-def _shown_dst(dst: str) -> str:
-    """DST as a run that got going reports it (absolute), else as typed."""
-    from volcano_pipelines.transfer.urls import parse_dest
-
-    try:
-        return parse_dest(dst)
-    except InputError:
-        return dst
 
 
 def _print_result(result: SyncResult, args: argparse.Namespace) -> None:

@@ -17,6 +17,7 @@ _SUPPORT = {
     "DEFAULT_MAX_DELETE": "_sync", "DEFAULT_TRANSFERS": "_sync", "DEFAULT_DURABILITY": "_sync",
     "DEFAULT_STREAMS": "_sync", "DURABILITY_MODES": "_sync", "DeletionRefused": "_sync", "SyncFailed": "_sync",
     "SyncInterrupted": "_sync", "TransferProgress": "_sync", "display_path": "_sync", "quoted_path": "_sync",
+    "sync_report": "_sync", "threads_left_behind": "_sync",
     "namespace_prepare": "_admin", "pv_reuse": "_admin", "kfp_pod": "_identity", "owner_in": "_identity", "POST_MORTEM_DIR_ENV": "_restarts",
     "target_namespace": "_train",
 }
@@ -68,6 +69,8 @@ if TYPE_CHECKING:  # static types for `from volcano_pipelines.steps import ...` 
         SyncFailed as SyncFailed,
         SyncInterrupted as SyncInterrupted,
         SyncResult as SyncResult,
+        sync_report as sync_report,
+        threads_left_behind as threads_left_behind,
         TransferProgress as TransferProgress,
     )
     from volcano_pipelines.steps._tensorboard import (

@@ -19,6 +19,7 @@ from volcano_pipelines.progress import Progress
 from volcano_pipelines.transfer import engine
 from volcano_pipelines.transfer.durability import DEFAULT_DURABILITY, MODES
 from volcano_pipelines.transfer.executor import DEFAULT_STREAMS, DEFAULT_TRANSFERS, Options
+from volcano_pipelines.transfer.inflight import threads_left_behind
 from volcano_pipelines.transfer.plan import (
     DEFAULT_MAX_DELETE,
     check_glob,
@@ -45,6 +46,8 @@ __all__ = [
     "display_path",
     "quoted_path",
     "sync",
+    "sync_report",
+    "threads_left_behind",
 ]
 
 MAX_TRANSFERS = 256
@@ -52,6 +55,20 @@ MAX_SHARDS = 1000  # one manifest per worker; a task has at most 1000 replicas (
 MAX_CHUNK_MIB = 256
 MAX_STREAMS = 16
 DURABILITY_MODES = MODES
+
+
+def sync_report(src: str, dst: str, dry_run: bool) -> SyncResult:
+    """The report of a run that failed before it made one (bad input, say): nothing done, `src` and
+    `dst` as a run that got going names them (a URL, an absolute path) where they parse."""
+    try:
+        src = parse_source(src).url
+    except InputError:
+        pass
+    try:
+        dst = parse_dest(dst)
+    except InputError:
+        pass
+    return SyncResult(src=src, dst=dst, dry_run=dry_run)
 
 
 class _Forward(TransferProgress):

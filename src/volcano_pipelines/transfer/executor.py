@@ -5,19 +5,18 @@ name, so a final name never holds a partial file."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
-import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 
 from volcano_pipelines.transfer.copy import Abandoned, SourceChanged, copy_stream, hash_file, hash_stream, new_digest
 from volcano_pipelines.transfer.copy import DestinationError, keep_freed_memory
+from volcano_pipelines.transfer.inflight import InFlight, LeftBehind, sigint_calls
 from volcano_pipelines.transfer.dest import (
     DENIED_ERRNOS,
     FULL_ERRNOS,
@@ -140,6 +139,7 @@ class Executor:
         self._ranges: ThreadPoolExecutor | None = None
         self._streams: StreamBudget | None = None  # large-file reads in flight (transfer/streams.py)
         self._large: ThreadPoolExecutor | None = None  # the workers of large files
+        self.inflight = InFlight(self.abandon, notify)  # temporary files; the give-up after a second Ctrl-C
 
     # ------------------------------------------------------------------ whole plan
 
@@ -196,26 +196,28 @@ class Executor:
                 self._ranges = ThreadPoolExecutor(self.opts.streams - 1, thread_name_prefix="sync-range")
         # The committer and the range readers stop inside the SIGINT guard too: until
         # they have, temporary files are still being written or renamed.
-        with _sigint_calls(self.interrupt):
+        with sigint_calls(self.interrupt):
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync")
             try:
-                with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sync") as pool:
-                    done = self._map(pool, runnable)
-                    for _ in range(self.opts.max_attempts):
-                        redo = self._recheck(runnable)
-                        if not redo:
-                            break
-                        by_path = {item.path: item for item in redo}
-                        again = self._map(pool, redo)
-                        done = [o for o in done if o.path not in by_path] + [
-                            Outcome(o.path, o.result, o.bytes, o.error, o.attempts + 1) for o in again
-                        ]
+                done = self._map(pool, runnable)
+                for _ in range(self.opts.max_attempts):
+                    redo = self._recheck(runnable)
+                    if not redo:
+                        break
+                    by_path = {item.path: item for item in redo}
+                    again = self._map(pool, redo)
+                    done = [o for o in done if o.path not in by_path] + [
+                        Outcome(o.path, o.result, o.bytes, o.error, o.attempts + 1) for o in again
+                    ]
             finally:
-                if self._large is not None:
-                    self._large.shutdown(wait=True)
-                if self._ranges is not None:
-                    self._ranges.shutdown(wait=True)
+                wait = not self.inflight.left_behind  # not for threads stuck in a source read (inflight.py)
+                for threads in (pool, self._large, self._ranges):
+                    if threads is not None:
+                        threads.shutdown(wait=wait, cancel_futures=not wait)
                 if self._committer is not None:
                     self._committer.close()  # every handed-over file renamed or removed
+                if self.inflight.left_behind:
+                    self.inflight.remove_left_temps()
         outcomes.extend(done)
         if self.opts.durability != "none":
             self._sync_dirs()
@@ -235,10 +237,10 @@ class Executor:
         out: list[Outcome] = []
         for item, future in zip(items, futures, strict=True):
             try:
-                outcome = future.result()
+                outcome = self.inflight.result(future)
                 # batch: the file is renamed once its flush pass is done
                 out.append(outcome.result() if isinstance(outcome, Future) else outcome)
-            except CancelledError:
+            except (CancelledError, LeftBehind):
                 out.append(Outcome(item.path, Result.INTERRUPTED))
         return out
 
@@ -260,7 +262,7 @@ class Executor:
                 f"interrupted: stopping after the {in_flight} file(s) in flight (Ctrl-C again to abandon them)"
             )
         elif not self.abandon.is_set():
-            self.abandon.set()
+            self.inflight.abandoning()
             self.notify("interrupted again: abandoning the files in flight (their temporary files are removed)")
 
     def _cancel_pending(self) -> int:
@@ -389,10 +391,13 @@ class Executor:
         fd = -1
         handed = False  # renamed, or handed to the committer (which renames or removes it)
         try:
+            if self.abandon.is_set():
+                raise Abandoned()  # the run may have given up on this transfer: no new temporary file
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             except OSError as err:
                 raise DestinationError(err) from err
+            self.inflight.started(tmp)
             # The digest needs the bytes in order: one range then.
             wanted = 1 if digest is not None else self.opts.streams
             budget = self._streams if self._streamed(expected.size) else None
@@ -447,6 +452,7 @@ class Executor:
                     os.close(fd)  # may report a deferred write error; the first error wins
                 except OSError:
                     pass
+            self.inflight.ended(tmp)
             # After the rename there is nothing to remove (and an unlink would cost a
             # FUSE lookup per file).
             if not handed:
@@ -524,20 +530,3 @@ class Executor:
                     os.close(fd)
             except OSError as err:
                 log.warning("fsync of directory %s failed: %s", directory, err)
-
-
-@contextlib.contextmanager
-def _sigint_calls(handler: Callable[[], None]) -> Iterator[None]:
-    """While the transfer threads run, Ctrl-C calls `handler` instead of raising
-    KeyboardInterrupt in the main thread: a KeyboardInterrupt there would leave the
-    destination lock while the threads still write. Only when Python's default SIGINT
-    handler is in place (a caller's own handler is left alone) and in the main thread
-    (SIGINT is delivered to no other)."""
-    previous = None
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: handler())
-    try:
-        yield
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
