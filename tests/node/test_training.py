@@ -166,7 +166,7 @@ def test_tf2_parameter_servers_find_each_other_and_complete_job_ends_the_ps(
     started = time.monotonic()
     result = train_tf(
         "ps2", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
-        ps=1, workers=2, chief=True, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc,
+        ps=2, workers=2, chief=True, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc,
         log_pvc=volumes.log_pvc, args=["--api=tf2", "--steps=60", "--threads=1", "--log_every=20",
                                        "--checkpoint_every=30"],
         env={"": QUIET_TF}, timeout=600, **placement(node),
@@ -180,6 +180,8 @@ def test_tf2_parameter_servers_find_each_other_and_complete_job_ends_the_ps(
     assert list((volumes.log_dir / "export").glob("*/*/saved_model.pb"))
     # The PS never ends by itself: it outlived the chief and was ended by CompleteJob.
     chief_done = clock.finished["ps2-chief-0"]
+    # Two parameter servers, each started with its own sparse view of the cluster (itself and
+    # the chief): the coordinator's cluster file told them the rest.
     ps_end = clock.deleted.get("ps2-ps-0") or clock.finished.get("ps2-ps-0")
     assert ps_end is not None and ps_end >= chief_done
     linger = ps_end - chief_done
@@ -191,7 +193,7 @@ def test_tf1_between_graph_with_run_sh_flags(cluster: Any, namespace: str, node:
                                              volumes: Volumes) -> None:
     result = train_tf(
         "ps1", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
-        ps=1, workers=2, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc, log_pvc=volumes.log_pvc,
+        ps=2, workers=2, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc, log_pvc=volumes.log_pvc,
         args=["--api=tf1", "--steps=60", "--threads=1", "--log_every=20", "--checkpoint_every=30"],
         env={"": QUIET_TF}, timeout=600, **placement(node),
     )
