@@ -102,13 +102,20 @@ def test_runtime_image_is_the_package_as_non_root(images: Images) -> None:
     assert job["kind"] == "Job" and {t["name"] for t in job["spec"]["tasks"]} == {"ps", "worker"}
 
 
-def test_tf_trainer_runs_the_pod_entry_script_against_a_code_server(images: Images, code_server: str) -> None:
+def test_tf_trainer_runs_the_pod_entry_script_against_a_code_server(images: Images, code_server: str,
+                                                                    tmp_path: Path) -> None:
     job = render_tf(name="mnist", ps=1, workers=2, chief=True, code_url=f"{code_server}/mnist/",
                     args=["--epochs=3", "--note=$(NOT_A_VAR) 'quoted'"], image=IMAGES["trainer-tf"])
     container = container_of(job, "worker")
     assert container["image"] == IMAGES["trainer-tf"]
     argv, env = kubelet_view(container, {"VK_TASK_INDEX": "1", "VPIPE_CODE_DIR": "/tmp/code"})
-    proc = images.run("trainer-tf", *argv[1:], entrypoint=argv[0], env=env)
+    # /etc/volcano as Volcano's svc plugin mounts it: the entry point builds the cluster from it.
+    svc = tmp_path / "etc-volcano"
+    svc.mkdir()
+    for task, replicas in (("chief", 1), ("ps", 1), ("worker", 2)):
+        (svc / f"{task}.host").write_text("\n".join(f"mnist-{task}-{i}.mnist" for i in range(replicas)))
+    svc.chmod(0o755)
+    proc = images.run("trainer-tf", *argv[1:], entrypoint=argv[0], env=env, volumes=[f"{svc}:/etc/volcano:ro"])
     assert proc.returncode == 0, proc.stderr
     line = next(line for line in proc.stdout.splitlines() if line.startswith("RECEIVED "))
     got = json.loads(line.removeprefix("RECEIVED "))
@@ -120,8 +127,9 @@ def test_tf_trainer_runs_the_pod_entry_script_against_a_code_server(images: Imag
     ]
     tf_config = json.loads(got["tf_config"])
     assert tf_config["task"] == {"type": "worker", "index": 1}
+    # A worker's view: the chief, every parameter server and itself.
     assert tf_config["cluster"] == {"chief": ["mnist-chief-0.mnist:2222"], "ps": ["mnist-ps-0.mnist:2222"],
-                                    "worker": ["mnist-worker-0.mnist:2222", "mnist-worker-1.mnist:2222"]}
+                                    "worker": {"1": "mnist-worker-1.mnist:2222"}}
     assert got["cwd"] == "/tmp/code" and got["uid"] == 1000
     assert got["tensorflow"] == "2.21.0"
     assert "fetched code from" in proc.stderr
