@@ -102,6 +102,12 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
     "steps/_waiting.py": (425, "the wait policy written once against the backend protocol: its loop, the gang "
                                 "hints, the timeout and --on-stall actions (abort with the record first, restart), "
                                 "and the stop signals; to split: the stop-signal handling"),
+    "volcano/postmortem.py": (430, "the pure post-mortem record: pod entries (with the run each belongs to), bounds "
+                                   "and the Markdown summary; to split: the Markdown rendering"),
+    "volcano/status.py": (480, "the job's status read purely: counts (kept for pods Volcano cleaned up), restarts "
+                               "made, pod failures and ends with their causes, scheduling problems and Pod "
+                               "Security refusals; to split: pod ends and restart causes (PodEnd..restart_cause) "
+                               "and the refusals before start"),
     "local/runner.py": (685, "the local backend's job state machine (Volcano's policies, gang start, restarts, "
                              "linger) in one place; to split: the pod records"),
 }
