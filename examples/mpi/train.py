@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+import heartbeat
+
 
 def load(files: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     rows: list[list[float]] = []
@@ -144,6 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     mine = files[rank::size]
     x, y = load(mine)
     print(f"rank {rank}/{size}: {len(y)} examples from {[os.path.basename(p) for p in mine]}", flush=True)
+    # Every rank beats and reports its steps; rank 0 names the stalled ranks (docs/progress.md).
+    beat = heartbeat.Heartbeat(args.log_dir, "rank", rank, scan=rank == 0).start()
 
     def allreduce(vector: np.ndarray) -> np.ndarray:
         out = np.empty_like(vector)
@@ -161,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def on_step(step: int, w: np.ndarray, b: float, loss: float, count: int, stopping: bool) -> None:
         stop["stopped"] = stopping  # every rank stops at this step, SIGTERM'd or not
+        beat.progress(step)
         if rank != 0:
             return
         if step % args.log_every == 0 or step == args.steps or stopping:

@@ -17,6 +17,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import heartbeat
+
 FEATURES_KEY = "x"
 LABEL_KEY = "y"
 
@@ -35,6 +37,27 @@ def report(kind: str, **fields: Any) -> None:
     pairs = [f'{key}="{value}"' if " " in str(value) else f"{key}={value}"
              for key, value in fields.items() if value is not None]
     print(" ".join([f"vpipe:{kind}", *pairs]), flush=True)
+    # Only steps made count (a resumed run that has not stepped yet is still starting up).
+    if _heartbeat is not None and kind == "progress" and isinstance(fields.get("step"), int):
+        _heartbeat.progress(fields["step"])
+
+
+# This process's heartbeat file (heartbeat.py, docs/progress.md "Hung tasks"), once started.
+_heartbeat: heartbeat.Heartbeat | None = None
+
+
+def start_heartbeat(args: argparse.Namespace) -> None:
+    """Every task beats (the parameter servers and TF2's workers too, as liveness: they make
+    no steps of their own); the coordinator (TF2's chief, else worker 0) also watches the
+    others' beats and names the stalled ones in its log."""
+    global _heartbeat
+    try:
+        cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster") or {}
+    except ValueError:
+        cluster = {}
+    coordinator = args.job_name == "chief" or (args.job_name == "worker" and args.task_index == 0
+                                               and "chief" not in cluster)
+    _heartbeat = heartbeat.Heartbeat(args.log_dir, args.job_name, args.task_index, scan=coordinator).start()
 
 
 # What a process stopped by SIGTERM exits with (128 + 15): not 0, so a coordinator that stops

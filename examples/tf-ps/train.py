@@ -14,6 +14,7 @@ def main() -> int:
     args = common.parse_args()
     os.makedirs(args.log_dir, exist_ok=True)
     common.log(f"{args.job_name} {args.task_index}: api={args.api} data_dir={args.data_dir} log_dir={args.log_dir}")
+    common.start_heartbeat(args)
     if args.api == "tf1":
         import tf1_ps
 

@@ -99,7 +99,7 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
     "backends/local.py": (420, "the local backend's protocol side: submit/attach, sessions, and now the progress "
                                "annotations and the post-mortem record over the runner's pods; to split: the "
                                "post-mortem collection (into backends/postmortem.py)"),
-    "steps/_waiting.py": (425, "the wait policy written once against the backend protocol: its loop, the gang "
+    "steps/_waiting.py": (435, "the wait policy written once against the backend protocol: its loop, the gang "
                                 "hints, the timeout and --on-stall actions (abort with the record first, restart), "
                                 "and the stop signals; to split: the stop-signal handling"),
     "volcano/postmortem.py": (430, "the pure post-mortem record: pod entries (with the run each belongs to), bounds "
@@ -108,8 +108,8 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
                                "made, pod failures and ends with their causes, scheduling problems and Pod "
                                "Security refusals; to split: pod ends and restart causes (PodEnd..restart_cause) "
                                "and the refusals before start"),
-    "local/runner.py": (685, "the local backend's job state machine (Volcano's policies, gang start, restarts, "
-                             "linger) in one place; to split: the pod records"),
+    "local/runner.py": (700, "the local backend's job state machine (Volcano's policies, gang start, restarts, "
+                             "a RestartJob command, linger) in one place; to split: the pod records"),
 }
 
 

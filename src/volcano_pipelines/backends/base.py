@@ -50,6 +50,10 @@ class JobSession(Protocol):
         """Ask the controller to look at the job again (Volcano: a SyncJob Command)."""
         ...
 
+    def restart(self, reason: str) -> None:
+        """Restart the job now, every pod (Volcano: a RestartJob Command); counted in retryCount."""
+        ...
+
     def abort(self, reason: str) -> str:
         """Stop every task and keep the job as Aborted; returns what was done: 'aborted', or
         'deleted' where aborting is not available."""

@@ -297,6 +297,10 @@ class LocalSession:
         self._runner.abort(reason)
         return "aborted"
 
+    def restart(self, reason: str) -> None:
+        """Restart the job as Volcano's RestartJob Command does (--on-stall restart)."""
+        self._runner.restart(reason)
+
     def hurry(self) -> None:
         """A stop under way kills the tasks now instead of waiting out their grace period
         (a second Ctrl-C)."""
@@ -330,7 +334,7 @@ class LocalSession:
         key = (self._runner.namespace, self._runner.name)
         with self._backend._lock:
             self._backend._annotations.setdefault(key, {}).update(annotations)
-    def post_mortem(self, restarts: list[dict[str, Any]]) -> dict[str, Any]:
+    def post_mortem(self, restarts: list[dict[str, Any]], stalled: dict[str, Any] | None = None) -> dict[str, Any]:
         """The same record as on a cluster, from this backend's own pods (every attempt) and
         log files, saved under <log_dir>/post-mortem/."""
         from volcano_pipelines.backends.postmortem import now_rfc3339, write_record
@@ -347,7 +351,7 @@ class LocalSession:
             # Keyed by uid: the attempts of a restarted job share pod names.
             logs[r.uid] = {pod["spec"]["containers"][0]["name"]: tail(r.log_path, limits.log_lines)}
         record = build_record(runner.snapshot(), pods, [], logs, collected_at=now_rfc3339(), deleted=stopped,
-                              restarts=restarts, limits=limits)
+                              restarts=restarts, limits=limits, stalled=stalled)
         return write_record(record, self._backend.log_dir / "post-mortem")
 
 

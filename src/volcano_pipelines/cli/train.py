@@ -17,6 +17,7 @@ from volcano_pipelines import steps
 from volcano_pipelines.steps.params import params
 from volcano_pipelines.steps import MPI_TASKS, TF_TASKS, TrainResult
 from volcano_pipelines.volcano.report_lines import progress_from_dicts
+from volcano_pipelines.volcano.stalls import describe_stalled
 from volcano_pipelines.volcano.summary import JobSummary, format_training, summary_lines
 from volcano_pipelines.volcano.status import FAILED_PHASES, FINAL_PHASES, TaskCounts
 
@@ -180,6 +181,9 @@ def _report(result: TrainResult, *, as_json: bool) -> None:
     if training.reported or result.phase in FINAL_PHASES:
         # What the training reported (docs/progress.md), or, once it ended, that it reported nothing.
         print(format_training(result.name, training))
+    if result.stalled:
+        # Hung tasks (docs/progress.md): named even when the job went on to its end.
+        print(f"stalled tasks: {describe_stalled(result.stalled)}")
     if result.message:
         print(result.message, file=sys.stderr if not result.succeeded else sys.stdout)
     if result.failure and result.failure.get("log_tail"):

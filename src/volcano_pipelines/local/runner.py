@@ -200,6 +200,12 @@ class JobRunner:
             self.deleted = True
             self._cond.notify_all()
 
+    def restart(self, reason: str) -> None:
+        """Volcano's RestartJob Command (what `vcctl job restart` sends): every pod is stopped
+        and the job starts again, counted in retryCount like any restart. Returns at once."""
+        if not self._done.is_set():
+            self._events.put(("restart", reason))
+
     def hurry(self) -> None:
         """Pods being stopped are killed now, without the rest of their grace period."""
         self._hurry.set()
@@ -352,7 +358,7 @@ class JobRunner:
             return False
         while True:
             event = self._events.get()
-            if event[0] != "exit":
+            if event[0] not in ("exit", "restart"):
                 return self._apply_command(event)
 
     def _apply_command(self, event: tuple[Any, ...]) -> bool:
@@ -513,6 +519,8 @@ class JobRunner:
     def _supervise(self, attempt: int) -> str:
         while True:
             event = self._events.get()
+            if event[0] == "restart":
+                return self._restart_job(event[1], f"job restarted by a RestartJob command ({event[1]})")
             if event[0] != "exit":
                 self._apply_command(event)
                 return "final"
@@ -600,17 +608,20 @@ class JobRunner:
         self._transition("Completed", "CompleteJob", message)
 
     def _restart(self, record: PodRecord, cause: str) -> str:
+        return self._restart_job(cause, self._describe(record, cause, "RestartJob"))
+
+    def _restart_job(self, cause: str, description: str) -> str:
         with self._cond:
             self._job["status"]["retryCount"] = int(self._job["status"]["retryCount"]) + 1
             retries = int(self._job["status"]["retryCount"])
         max_retry = int(self._job["spec"].get("maxRetry") or 3)
-        self._transition("Restarting", cause, self._describe(record, cause, "RestartJob"))
+        self._transition("Restarting", cause, description)
         # A restart deletes every pod, finished ones too (Volcano's PodRetainPhaseNone).
         self._stop(list(self.pods.values()), "RestartJob", keep_finished=False)
         if retries >= max_retry:
             # As Volcano: the failure that reaches maxRetry is counted in retryCount but restarts nothing.
-            self._transition("Failed", "MaxRetryReached", f"{self._describe(record, cause, 'RestartJob')}; "
-                             f"restarted {restarts_made(retries, max_retry)} time(s), maxRetry {max_retry} reached")
+            self._transition("Failed", "MaxRetryReached",
+                             f"{description}; restarted {restarts_made(retries, max_retry)} time(s), maxRetry {max_retry} reached")
             return "final"
         self._transition("Pending", "Restarting", f"restart {retries} of at most {restarts_made(max_retry, max_retry)}")
         return "restart"

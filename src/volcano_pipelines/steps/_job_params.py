@@ -19,6 +19,7 @@ from typing import Literal, get_args
 from volcano_pipelines.backends.base import OnCancel
 from volcano_pipelines.steps.params import KubeContext, Kubeconfig, arg, declared, help_of
 from volcano_pipelines.volcano.spec import DEFAULT_TF_PORT, JobPolicy, JobTarget, Storage
+from volcano_pipelines.volcano.stalls import OnStall
 
 __all__ = ["ALL_GROUPS", "BACKENDS", "BackendName", "Code", "JobPolicy", "JobTarget", "MPICommand", "MPIShape", "Run", "Storage", "TFShape", "Tasks",
            "spec_params"]
@@ -105,6 +106,12 @@ class Run:
     progress_interval: float = arg(15.0, "seconds between reads of the training's progress reports (the last lines of "
                                          "the chief's / MPI master's / worker 0's log, docs/progress.md); 0: do not "
                                          "follow progress")
+    stall_timeout: int = arg(600, "seconds a task may go without progress (or, for one that makes no steps, "
+                                      "without a heartbeat) before it is named stalled (docs/progress.md, hung "
+                                      "tasks; read with the progress reports); 0: no stall detection", pipeline=True)
+    on_stall: OnStall = arg("warn", "what a stalled task does to the job: warn (name it and wait on), fail (abort "
+                                    "the job, fail the step) or restart (restart the job from its checkpoint)",
+                            pipeline=True)
     local_dir: str | None = arg(None, "local backend: working directory for the job's files (default ./vpipe-local)")
     local_data_dir: str | None = arg(None, "local backend: the directory standing in for the data volume (default "
                                            "<local_dir>/data)")

@@ -45,6 +45,12 @@ class RestartTracker:
         self.last_failure: PodEnd | None = None
         self.any_pod = False
         self.pending = 0  # restarts seen before any cause for them was
+        self.expected: list[tuple[dict[str, Any], str]] = []  # restarts the step asked for itself, with their cause
+
+    def expect(self, cause: dict[str, Any], text: str) -> None:
+        """The step itself asked for the next restart (--on-stall restart): its cause, unless a
+        pod failure comes first."""
+        self.expected.append((cause, text))
 
     def observe(self, job: Job, failed: list[Pod]) -> None:
         status = job_status(job)
@@ -79,6 +85,12 @@ class RestartTracker:
     def _resolve(self, final: bool) -> None:
         while self.pending:
             cause = restart_cause(self.ends[uid] for uid in self.unused)
+            if cause is None and self.expected:
+                asked, text = self.expected.pop(0)
+                self.pending -= 1
+                self.pending_since = self.clock() if self.pending else None
+                self._add(asked, text)
+                continue
             if cause is None and not final:
                 return  # its cause may be on the way (the pod watch and the job watch are two streams)
             waited = self.clock() - (self.pending_since if self.pending_since is not None else self.clock())
@@ -87,12 +99,14 @@ class RestartTracker:
             self.pending -= 1
             self.pending_since = self.clock() if self.pending else None
             self.unused = []
-            number = len(self.restarts) + 1
-            entry: dict[str, Any] = {"number": number, **(cause.to_dict() if cause else {"cause": "unknown"})}
-            entry["text"] = (f"restart {number}: {cause.describe()}" if cause
-                             else f"restart {number}: cause not seen (the step saw no pod end before it)")
-            self.restarts.append(entry)
-            self.progress.warn(f"job {self.name}: {entry['text']}")
+            self._add(cause.to_dict() if cause else {"cause": "unknown"},
+                      cause.describe() if cause else "cause not seen (the step saw no pod end before it)")
+
+    def _add(self, cause: dict[str, Any], text: str) -> None:
+        number = len(self.restarts) + 1
+        entry: dict[str, Any] = {"number": number, **cause, "text": f"restart {number}: {text}"}
+        self.restarts.append(entry)
+        self.progress.warn(f"job {self.name}: {entry['text']}")
 
     def finish(self) -> None:
         self._resolve(final=True)
@@ -103,17 +117,20 @@ class RestartTracker:
         return restart_cause(self.ends[uid] for uid in self.unused)
 
 
-def save_post_mortem(session: JobSession, restarts: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The session's post-mortem record, where the backend can write one (None otherwise)."""
+def save_post_mortem(session: JobSession, restarts: list[dict[str, Any]],
+                     stalled: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The session's post-mortem record, where the backend can write one (None otherwise);
+    `stalled`: the hung tasks the step saw (the record names them)."""
     write = getattr(session, "post_mortem", None)
     if write is None:
         return None
-    saved: dict[str, Any] | None = write(restarts)
+    saved: dict[str, Any] | None = write(restarts, stalled=stalled) if stalled else write(restarts)
     return saved
 
 
 def finish_result(result: TrainResult, job: Job, session: JobSession, tracker: RestartTracker,
-                  *, post_mortem: bool = True, log_lines: int = 20) -> TrainResult:
+                  *, post_mortem: bool = True, log_lines: int = 20,
+                  stalled: dict[str, Any] | None = None) -> TrainResult:
     """The result of a finished (or given-up) wait, completed with the restarts, a message that
     names the real end (out of restarts; ended before any pod ran) and the post-mortem."""
     tracker.finish()
@@ -147,7 +164,7 @@ def finish_result(result: TrainResult, job: Job, session: JobSession, tracker: R
             if why is not None:
                 result.message = f"{where}: {why()}"
     if post_mortem:
-        result.post_mortem = save_post_mortem(session, tracker.restarts)
+        result.post_mortem = save_post_mortem(session, tracker.restarts, stalled)
     return result
 
 

@@ -57,6 +57,10 @@ class TrainResult:
     abnormal: dict[str, dict[str, str]] = field(default_factory=dict)
     # Where the post-mortem record was saved: json, markdown, bytes, pods, seconds, notes (or error).
     post_mortem: dict[str, Any] | None = None
+    # Hung tasks (docs/progress.md): the latest stall the step saw: tasks (`chief[0],worker[1]`),
+    # silent (those whose process stopped beating), oldest_seconds, since, action (warn, fail,
+    # restart) and cleared (when no task was stalled any more); None: none seen.
+    stalled: dict[str, Any] | None = None
 
     @property
     def restart_causes(self) -> str:

@@ -32,6 +32,7 @@ from volcano_pipelines.steps._job_params import (
 from volcano_pipelines.steps.params import KubeContext, Kubeconfig, bind, check_types, declare, declared, extend_signature
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.mpi import build_mpi_job
+from volcano_pipelines.volcano.stalls import ON_STALL_CHOICES, with_stall_timeout
 from volcano_pipelines.volcano.tf import build_tf_job
 
 if TYPE_CHECKING:
@@ -165,6 +166,11 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
     progress_interval = run["progress_interval"]
     if not 0 <= progress_interval <= 3600:
         raise InputError("progress_interval", progress_interval, "seconds from 0 (do not follow progress) to 3600")
+    stall_timeout, on_stall = run["stall_timeout"], run["on_stall"]
+    if not 0 <= stall_timeout <= 7 * 86400:
+        raise InputError("stall_timeout", stall_timeout, "seconds from 0 (no stall detection) to 604800 (a week)")
+    if on_stall not in ON_STALL_CHOICES:
+        raise InputError("on_stall", on_stall, f"one of {', '.join(ON_STALL_CHOICES)}")
     if backend == "local" and not run["wait"]:
         raise InputError("wait", run["wait"], "only with the cluster backend: the local backend's tasks run in this "
                                               "process and end with it")
@@ -188,9 +194,11 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
         arguments["owner"] = None
     # A namespace named by the caller is checked with the job; the context's is looked up
     # only when the job is really sent.
-    manifest = render(name, namespace=namespace or "default", **arguments)
+    # Every task learns the stall timeout (its heartbeats and the coordinator's scan follow it).
+    manifest = with_stall_timeout(render(name, namespace=namespace or "default", **arguments), stall_timeout)
     if run["dry_run"] and namespace is None and backend == "cluster":  # where the real one would go
-        manifest = render(name, namespace=target_namespace(run["kubeconfig"], run["context"]), **arguments)
+        manifest = with_stall_timeout(render(name, namespace=target_namespace(run["kubeconfig"], run["context"]),
+                                             **arguments), stall_timeout)
     if run["dry_run"]:
         meta = manifest["metadata"]
         return TrainResult(name=meta["name"], namespace=meta["namespace"], run_id=arguments["run_id"], phase="DryRun",
@@ -203,14 +211,14 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
         from volcano_pipelines.backends.cluster import ClusterBackend
 
         assert isinstance(target, ClusterBackend)
-        manifest = render(name, namespace=target.cluster.namespace, **arguments)
+        manifest = with_stall_timeout(render(name, namespace=target.cluster.namespace, **arguments), stall_timeout)
     from volcano_pipelines.steps._waiting import WaitPolicy, run as run_job  # not needed to render
 
     from volcano_pipelines.steps._follow import FollowPolicy
 
-    follow = FollowPolicy.every(progress_interval)
+    follow = FollowPolicy.every(progress_interval, stall_timeout)
     policy = WaitPolicy(timeout_seconds=timeout, on_cancel=on_cancel, on_pod_deleted=on_pod_deleted, wait=run["wait"],
-                        log_lines=log_lines, follow=follow)
+                        log_lines=log_lines, follow=follow, on_stall=on_stall)
     with train_spec.named_by_params():  # what the cluster refuses (a missing queue) names the argument too
         return run_job(target, manifest, policy, progress)
 

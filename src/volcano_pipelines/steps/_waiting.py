@@ -25,6 +25,7 @@ from volcano_pipelines.signals import stop_signals_handled_by
 from volcano_pipelines.steps._follow import FollowPolicy, Follower, fill_result, result_from_annotations
 from volcano_pipelines.steps._restarts import RestartTracker, finish_result, save_post_mortem
 from volcano_pipelines.steps._results import TrainResult
+from volcano_pipelines.volcano.stalls import ON_STALL_FAIL, ON_STALL_RESTART, Stall
 from volcano_pipelines.volcano.summary import JobSummary, abnormal_pods
 from volcano_pipelines.volcano.status import (
     FAILED_PHASES,
@@ -66,6 +67,8 @@ class WaitPolicy:
     stuck_admitted_seconds: float = 30
     # Following the training's progress reports (steps/_follow.py, docs/progress.md).
     follow: FollowPolicy = FollowPolicy()
+    # What a stalled task (follow.stall_timeout_seconds) does: warn | fail | restart.
+    on_stall: str = "warn"
 
 
 class Cancelled(WorkFailed):
@@ -208,6 +211,10 @@ class _Waiter:
                 self.progress.summary(JobSummary.of(self.name, status, self.problem, restarts=self.tracker.restarts,
                                                     abnormal=abnormal_pods(failed, status.phase)))
                 self.follower.poll(now, status)
+                if (stall := self.follower.take_new_stall()) is not None and self.policy.on_stall != "warn":
+                    if self.policy.on_stall == ON_STALL_FAIL:
+                        return self._give_up("TasksStalled", f"stalled: {stall.describe()}", on_stall=ON_STALL_FAIL)
+                    self._restart_for(stall)
                 if self.deadline.expired(now):
                     return self._timed_out()
         if not finished:
@@ -230,8 +237,9 @@ class _Waiter:
         result = _result(self.job, created=self.created, backend=self.backend, failure=failure, counts=counts,
                          missing=self.session.missing(), linger=self.session.linger_seconds())
         result.abnormal = abnormal_pods(pods, status.phase)
-        return fill_result(finish_result(result, self.job, self.session, self.tracker, log_lines=self.policy.log_lines),
-                           reported)
+        result.stalled = self.follower.stall_dict()
+        return fill_result(finish_result(result, self.job, self.session, self.tracker, log_lines=self.policy.log_lines,
+                                         stalled=result.stalled), reported)
 
     def _log_new_failures(self) -> list[dict[str, Any]]:
         # Named by cause as they happen; pods the job's own policy stops are no failures.
@@ -261,12 +269,27 @@ class _Waiter:
             self.session.nudge()
             self.last_nudge = now
 
+    def _restart_for(self, stall: Stall) -> None:
+        """--on-stall restart: Volcano's RestartJob Command (what `vcctl job restart` sends),
+        counted like any restart, its cause the stalled tasks."""
+        self.follower.acted(ON_STALL_RESTART)
+        self.tracker.expect({"cause": "stalled", "task": stall.tasks, "message": stall.describe()},
+                            f"stalled: {stall.describe()}")
+        self.progress.note(f"job {self.name}: restarting the job (on_stall=restart)")
+        self.session.restart("TasksStalled")
+
     def _timed_out(self) -> TrainResult:
+        return self._give_up("StepTimeout", f"timed out after {self.policy.timeout_seconds:g}s")
+
+    def _give_up(self, reason: str, why: str, on_stall: str | None = None) -> TrainResult:
+        """A timeout, or a stall with --on-stall fail: the record first (the abort deletes the
+        pods), then the job aborted and the step failed."""
+        if on_stall is not None:
+            self.follower.acted(on_stall)
         phase_then = job_status(self.job).phase
-        saved = save_post_mortem(self.session, self.tracker.restarts)  # before the abort deletes the pods
-        done = self.session.abort("StepTimeout")
-        log.warning("job %s/%s: step timeout of %ss reached while %s; %s", self.namespace, self.name,
-                    self.policy.timeout_seconds, phase_then, done)
+        saved = save_post_mortem(self.session, self.tracker.restarts, stalled=self.follower.stall_dict())
+        done = self.session.abort(reason)
+        log.warning("job %s/%s: %s while %s; %s", self.namespace, self.name, why, phase_then, done)
         final = self.job
         if done == "aborted":
             give_up = self.clock() + self.policy.abort_wait_seconds
@@ -279,14 +302,12 @@ class _Waiter:
         # The step failed even if the job happened to complete while it was being aborted:
         # a timeout is the step's verdict, and what it ran may be incomplete.
         result.succeeded = False
-        result.message = (
-            f"timed out after {self.policy.timeout_seconds:g}s while the job was {phase_then}"
-            + (f" ({self.problem})" if self.problem else "")
-            + f"; job {done}"
-        )
+        result.message = (f"{why} while the job was {phase_then}" + (f" ({self.problem})" if self.problem else "")
+                          + f"; job {done}" + (f" (on_stall={on_stall})" if on_stall else ""))
         self.progress.job(self.name, job_status(final), None)
         self.tracker.finish()
         result.restarts, result.post_mortem = list(self.tracker.restarts), saved
+        result.stalled = self.follower.stall_dict()
         return fill_result(result, self.follower.state)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from volcano_pipelines.volcano.status import job_status, pod_end, pod_task
+from volcano_pipelines.volcano.stalls import describe_stalled
 
 __all__ = ["RECORD_KIND", "Limits", "build_record", "log_pods", "markdown", "record_size"]
 
@@ -216,6 +217,7 @@ def build_record(
     restarts: Sequence[Mapping[str, Any]] = (),
     notes: Sequence[str] = (),
     limits: Limits = Limits(),
+    stalled: Mapping[str, Any] | None = None,  # the hung tasks the waiting step named (steps/_follow.py)
 ) -> dict[str, Any]:
     """The post-mortem record. `pods`: every pod of the job as last seen (those already deleted
     included, their uids in `deleted`); `logs`: pod uid (or name) -> container -> log text (None where
@@ -276,6 +278,7 @@ def build_record(
         "dropped": dropped,
         "limits": {"max_bytes": limits.max_bytes, "log_lines": limits.log_lines, "pods_per_task": limits.pods_per_task},
     }
+    record.update({"stalled": dict(stalled)} if stalled else {})
     _shrink(record, limits)
     record["bytes"] = 0
     while record["bytes"] != record_size(record):  # its own digits count too: settles in a step or two
@@ -368,6 +371,8 @@ def markdown(record: Mapping[str, Any], *, table_rows: int = 50, log_lines: int 
             ("queue", job.get("queue")), ("created", job.get("created")), ("finished", job.get("finished")),
             ("pods", f"{len(pods)} ({sum(1 for p in pods if p.get('failed'))} failed)"),
             ("collected", record.get("collected_at"))]
+    if (record.get("stalled") or {}).get("tasks"):  # hung tasks the waiting step named
+        rows.insert(3, ("stalled tasks", describe_stalled(record["stalled"])))
     lines += ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in rows if v is not None]
     restarts = record.get("restarts") or []
     if restarts:
