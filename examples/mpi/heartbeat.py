@@ -6,7 +6,8 @@ Every task process keeps one small file, `<log_dir>/.vpipe/progress/<job>/<task>
 
     step=1200 progress=1733400000.125 beat=1733400003.500 state=running
 
-`beat` is rewritten every few seconds by a background thread (liveness: a process stopped
+`state` is `trained` after the task's last step (what follows makes no steps), `done` once
+the process ended normally. `beat` is rewritten every few seconds by a background thread (liveness: a process stopped
 with SIGSTOP, or hung in the kernel, stops all its threads, so its beat stops); `step` and
 `progress` when the task reports progress (`Heartbeat.progress(step)`, written with the next
 beat: a task writes once per beat, however fast it steps). Each write is a temporary file
@@ -74,6 +75,7 @@ class Heartbeat:
         self.scan = scan
         self.step: int | None = None
         self.progressed: float | None = None
+        self.trained = False
         self.lock = threading.Lock()
 
     def start(self) -> Heartbeat:
@@ -93,14 +95,16 @@ class Heartbeat:
             atexit.register(scanner.terminate)
         return self
 
-    def progress(self, step: int) -> None:
-        """The task made progress: it stands at `step` now. Kept in memory; the next beat
-        writes it, so a task writes once per beat however fast it steps."""
+    def progress(self, step: int, last: bool = False) -> None:
+        """The task made progress: it stands at `step` now (`last`: its last step; what follows,
+        an export, an evaluation, makes no steps and is not a stall). Kept in memory; the next
+        beat writes it, so a task writes once per beat however fast it steps."""
         with self.lock:
-            self.step, self.progressed = step, time.time()
+            self.step, self.progressed, self.trained = step, time.time(), last
 
     def write(self, state: str = "running") -> None:
         with self.lock:
+            state = "trained" if state == "running" and self.trained else state
             step = "-" if self.step is None else str(self.step)
             progressed = "-" if self.progressed is None else f"{self.progressed:.3f}"
         text = f"step={step} progress={progressed} beat={time.time():.3f} state={state}\n"
@@ -201,7 +205,8 @@ def scan(directory: str, now: float, since: float, timeout: float,
                 beat = now
             if now - beat > timeout:
                 stalled.append((task, int(index), now - beat, True))
-            elif progressed is not None and progressed >= since and now - progressed > timeout:
+            elif progressed is not None and progressed >= since and now - progressed > timeout \
+                    and fields.get("state") == "running":
                 stalled.append((task, int(index), now - progressed, False))
     return stalled
 

@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def on_step(step: int, w: np.ndarray, b: float, loss: float, count: int, stopping: bool) -> None:
         stop["stopped"] = stopping  # every rank stops at this step, SIGTERM'd or not
-        beat.progress(step)
+        beat.progress(step, last=step >= args.steps)
         if rank != 0:
             return
         if step % args.log_every == 0 or step == args.steps or stopping:

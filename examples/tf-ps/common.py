@@ -39,7 +39,8 @@ def report(kind: str, **fields: Any) -> None:
     print(" ".join([f"vpipe:{kind}", *pairs]), flush=True)
     # Only steps made count (a resumed run that has not stepped yet is still starting up).
     if _heartbeat is not None and kind == "progress" and isinstance(fields.get("step"), int):
-        _heartbeat.progress(fields["step"])
+        total = fields.get("total")
+        _heartbeat.progress(fields["step"], last=isinstance(total, int) and fields["step"] >= total)
 
 
 # This process's heartbeat file (heartbeat.py, docs/progress.md "Hung tasks"), once started.

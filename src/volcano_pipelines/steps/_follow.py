@@ -193,8 +193,9 @@ class Follower:
         if report is not None and report.count > 0:
             named, silent = report.tasks, report.silent
             oldest = (report.oldest_seconds or 0.0) + max(0.0, self.wall() - report.time if report.time else 0.0)
+        trained = self.state.total is not None and (self.state.step or 0) >= self.state.total  # exporting
         if self.running and self.step_changed_at is not None and now - self.step_changed_at > timeout \
-                and self.pod is not None:
+                and self.pod is not None and not trained:
             # `<job>-chief-0` -> chief[0]
             task = self.pod[len(self.name) + 1:].rsplit("-", 1)[0]
             named = merge_ranges(named, f"{task}[0]")

@@ -94,6 +94,18 @@ def test_the_reporting_task_is_named_when_its_own_reports_stop_and_never_before_
     assert result.stalled is not None and result.stalled["tasks"] == "chief[0]" and result.stalled["silent"] == ""
 
 
+def test_the_reporting_task_past_its_last_step_is_finishing_not_stalled() -> None:
+    """After the last step the chief exports and evaluates, which makes no steps (seen: over
+    20 s on a loaded machine)."""
+    clock = FakeClock()
+    script: list[object] = [running(), say("vpipe:progress step=900 total=1000"), None,
+                            say("vpipe:progress step=1000 total=1000"), *[None] * 10, job("Completed")]
+    backend = Stallable(script, clock)
+    progress = RecordingProgress()
+    result = wait(backend, clock, progress)
+    assert result.stalled is None, progress.notes
+
+
 def test_no_stall_detection_with_a_timeout_of_zero() -> None:
     clock = FakeClock()
     script: list[object] = [running(), say("vpipe:progress step=100"), say(STALLED), *[None] * 10, job("Completed")]

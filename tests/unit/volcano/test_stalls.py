@@ -82,6 +82,8 @@ def test_the_scan_names_silent_and_idle_tasks_never_a_slow_start_or_a_finished_o
         "worker-3": f"step=- progress=- beat={since - 50} state=running",             # an older attempt's file
         "worker-4": f"step=90 progress={now - 90} beat={now - 90} state=done",        # ended normally
         "worker-5": "garbage",
+        "chief-0x": "ignored: not <task>-<index>",
+        "worker-7": f"step=3000 progress={now - 60} beat={now - 1} state=trained",   # past its last step: exporting
     }
     for name, text in files.items():
         (directory / name).write_text(text + "\n")
