@@ -1,12 +1,19 @@
-"""Scale benchmark: one TF job of 1 PS + N workers (default 200) on 20 fake nodes.
+"""Scale benchmark: TF jobs of P parameter servers + N workers through `vpipe train tf` on the
+local control plane's fake nodes (default 100 PS + 1,000 workers: 1,100 pods, beside a
+small job of 1 + 10).
 
-Measures, through `vpipe train tf` on the local control plane:
-  * seconds from submit to job phase Running and to Completed;
-  * how many API requests the waiting step made, read from the apiserver's audit log
-    (per user agent, verb and resource), and the same for a small job for comparison:
-    the count must not grow with the number of pods.
+Measures for each job:
+  * seconds from submit to every pod Running, from there to Completed, and in all;
+  * the waiting step's peak RSS and CPU seconds (its own process, from the kernel);
+  * its API requests by verb and resource from the API server's audit log, and per 1,000
+    pods: what it asks must not grow with the pods.
 
-    python benchmarks/cluster_scale_bench.py [--workers 200] [--small-workers 10] [--nodes 20]
+    python benchmarks/cluster_scale_bench.py [--ps 100] [--workers 1000] [--nodes 24]
+        [--volcano-qps 50 --volcano-burst 100 --volcano-workers 3]   # Volcano's defaults
+
+The control plane runs etcd as production clusters do (8 GiB quota, periodic compaction).
+Starts its own control plane (tests/cluster), so it needs the binaries built
+(`python -m tests.cluster build`). No container runs: pods are kwok's fakes.
 
 Starts its own control plane (tests/cluster), so it needs the binaries built
 (`python -m tests.cluster build`). No container runs: pods are kwok's fakes.
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -45,7 +53,7 @@ def audit_events(path: Path, since_line: int) -> tuple[list[dict[str, Any]], int
     return events, len(lines)
 
 
-def run_job(plane: ControlPlane, namespace: str, name: str, workers: int, run_for: int) -> dict[str, Any]:
+def run_job(plane: ControlPlane, namespace: str, name: str, ps: int, workers: int, run_for: int) -> dict[str, Any]:
     api = plane.api_client()
     api.user_agent = BENCH_USER_AGENT
     core = client.CoreV1Api(api)
@@ -53,12 +61,14 @@ def run_job(plane: ControlPlane, namespace: str, name: str, workers: int, run_fo
     core.create_namespace({"metadata": {"name": namespace}})
     _, audit_start = audit_events(plane.audit_log, 0)
 
-    cmd = [*VPIPE, "train", "tf", "--name", name, "--namespace", namespace, "--ps", "1",
-           "--workers", str(workers), "--ps-cpu", "250m", "--ps-memory", "256Mi",
-           "--cpu-per-worker", "250m", "--memory-per-worker", "256Mi",
+    cmd = [*VPIPE, "train", "tf", "--name", name, "--namespace", namespace, "--ps", str(ps),
+           "--workers", str(workers), "--ps-cpu", "10m", "--ps-memory", "32Mi",
+           "--cpu-per-worker", "10m", "--memory-per-worker", "32Mi", "--timeout", "1800",
            "--code-url", "https://example.com/code/", "--kubeconfig", str(plane.kubeconfig), "--json",
            "--pod-label", f"worker:{behaviour.RUN_FOR_LABEL}={run_for}s"]
     phases: dict[str, float] = {}
+    pods = ps + workers
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     submitted = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -66,17 +76,21 @@ def run_job(plane: ControlPlane, namespace: str, name: str, workers: int, run_fo
         while proc.poll() is None:
             try:
                 job = custom.get_namespaced_custom_object("batch.volcano.sh", "v1alpha1", namespace, "jobs", name)
-                phase = job.get("status", {}).get("state", {}).get("phase")
+                status = job.get("status", {})
+                phase = status.get("state", {}).get("phase")
                 if phase and phase not in phases:
                     phases[phase] = time.monotonic() - submitted
+                if status.get("running", 0) >= pods and "all pods Running" not in phases:
+                    phases["all pods Running"] = time.monotonic() - submitted
             except client.ApiException:
                 pass
             time.sleep(0.25)
 
     poller = threading.Thread(target=poll, daemon=True)
     poller.start()
-    stdout, stderr = proc.communicate(timeout=1800)
+    stdout, stderr = proc.communicate(timeout=2400)
     finished = time.monotonic() - submitted
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the step is this process's only child
     poller.join(timeout=5)
     if proc.returncode != 0:
         raise SystemExit(f"vpipe train failed ({proc.returncode}):\n{stderr[-3000:]}")
@@ -90,43 +104,62 @@ def run_job(plane: ControlPlane, namespace: str, name: str, workers: int, run_fo
     step = [e for e in unique.values() if e.get("userAgent", "").startswith(STEP_USER_AGENT_PREFIX)
             and e.get("objectRef", {}).get("namespace") in (namespace, None)]
     by_kind = Counter(f"{e['verb']} {e.get('objectRef', {}).get('resource', '?')}" for e in step)
+    per_1000 = 1000 / pods
+    all_running = phases.get("all pods Running", float("nan"))
+    completed = phases.get("Completed", finished)
     return {
+        "ps": ps,
         "workers": workers,
+        "pods": pods,
         "phase": result["phase"],
-        "seconds_to_running": round(phases.get("Running", float("nan")), 1),
-        "seconds_to_completed": round(phases.get("Completed", finished), 1),
+        "seconds_submit_to_all_running": round(all_running, 1),
+        "seconds_all_running_to_completed": round(completed - all_running, 1),
         "step_seconds": round(finished, 1),
+        # ru_maxrss of waited-for children: the largest (the large job runs after the small one).
+        "step_peak_rss_mb": round(after.ru_maxrss / 1024, 1),
+        "step_cpu_seconds": round((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 1),
         "step_api_requests": len(step),
+        "step_api_requests_per_pod": round(len(step) / pods, 3),
         "step_api_requests_by_verb_resource": dict(sorted(by_kind.items())),
+        "step_api_requests_by_verb_resource_per_1000_pods": {k: round(v * per_1000, 1) for k, v in sorted(by_kind.items())},
         "phases_seen": {k: round(v, 1) for k, v in phases.items()},
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=200)
-    parser.add_argument("--small-workers", type=int, default=10, help="comparison job; 0 to skip")
-    parser.add_argument("--nodes", type=int, default=20)
+    parser.add_argument("--ps", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=1000)
+    parser.add_argument("--small-workers", type=int, default=10, help="comparison job of 1 PS; 0 to skip")
+    parser.add_argument("--nodes", type=int, default=24)
     parser.add_argument("--run-for", type=int, default=10, help="seconds each worker runs")
+    parser.add_argument("--volcano-qps", type=float, default=50.0, help="Volcano controller's --kube-api-qps")
+    parser.add_argument("--volcano-burst", type=int, default=100, help="Volcano controller's --kube-api-burst")
+    parser.add_argument("--volcano-workers", type=int, default=3, help="Volcano controller's --worker-threads")
     args = parser.parse_args()
 
     bin_dir = build.build(log=lambda m: print(m, file=sys.stderr))
-    shape = NodeShape(count=args.nodes, cpu="16", memory="64Gi", gpus=0, pods=250)
+    shape = NodeShape(count=args.nodes, cpu="64", memory="256Gi", gpus=0, pods=1000)
+    volcano = (f"--kube-api-qps={args.volcano_qps}", f"--kube-api-burst={args.volcano_burst}",
+               f"--worker-threads={args.volcano_workers}")
     with tempfile.TemporaryDirectory(prefix="vpipe-bench-") as tmp:
         started = time.monotonic()
-        with ControlPlane(state_dir=Path(tmp), bin_dir=bin_dir, nodes=shape,
+        with ControlPlane(state_dir=Path(tmp), bin_dir=bin_dir, nodes=shape, volcano_controller_args=volcano,
                           log=lambda m: print(m, file=sys.stderr)) as plane:
             startup = time.monotonic() - started
             runs = []
             if args.small_workers:
-                runs.append(run_job(plane, "bench-small", "small", args.small_workers, args.run_for))
-            runs.append(run_job(plane, "bench-large", "large", args.workers, args.run_for))
-    report = {"nodes": args.nodes, "control_plane_startup_seconds": round(startup, 1), "runs": runs}
+                runs.append(run_job(plane, "bench-small", "small", 1, args.small_workers, args.run_for))
+            runs.append(run_job(plane, "bench-large", "large", args.ps, args.workers, args.run_for))
+    report = {"nodes": args.nodes, "volcano_controller": list(volcano),
+              "control_plane_startup_seconds": round(startup, 1), "runs": runs}
     print(json.dumps(report, indent=2))
+    print(f"{'pods':>6} {'->all Running s':>15} {'->Completed s':>13} {'step s':>7} {'peak RSS MB':>11} "
+          f"{'CPU s':>6} {'API req':>7} {'req/pod':>7}", file=sys.stderr)
     for run in runs:
-        print(f"{run['workers']:>4} workers: Running after {run['seconds_to_running']}s, Completed after "
-              f"{run['seconds_to_completed']}s; the waiting step made {run['step_api_requests']} API requests",
-              file=sys.stderr)
+        print(f"{run['pods']:>6} {run['seconds_submit_to_all_running']:>15} {run['seconds_all_running_to_completed']:>13} "
+              f"{run['step_seconds']:>7} {run['step_peak_rss_mb']:>11} {run['step_cpu_seconds']:>6} "
+              f"{run['step_api_requests']:>7} {run['step_api_requests_per_pod']:>7}", file=sys.stderr)
     return 0
 
 
