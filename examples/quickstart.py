@@ -167,7 +167,8 @@ def run_locally(workdir: Path, keep_tensorboard: bool) -> int:
             f"{result.retries} restart(s)",
             *(f"restarted      {entry.get('text', entry)}" for entry in result.restarts),
             "tasks          " + "; ".join(
-                f"{t}: " + (", ".join(f"{n} {state}" for state, n in c.items() if n) or "stopped by CompleteJob")
+                f"{t}: " + ", ".join(f"{n} {'stopped by CompleteJob' if state == 'stopped' else state}"
+                                    for state, n in c.items() if n)
                 for t, c in result.tasks.items()),
             f"parameter server outlived the chief by {result.ps_linger_seconds or 0:.2f}s, then CompleteJob ended it",
             f"trained        steps 1..{metrics['global_step']} into {run_logs}",

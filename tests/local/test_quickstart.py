@@ -57,7 +57,7 @@ def check_summary(quickstart: Quickstart, work: Path, run: int, copied: int) -> 
     assert re.search(r"job +default/quickstart: Completed in [\d.]+s, 0 restart\(s\)", out), \
         out + "\n-- stderr (end):\n" + quickstart.stderr()[-6000:]
     assert "restarted " not in out, out
-    assert "chief: 1 succeeded" in out and "ps: stopped by CompleteJob" in out
+    assert "chief: 1 succeeded" in out and "ps: 1 stopped by CompleteJob" in out
     linger = re.search(r"parameter server outlived the chief by ([\d.]+)s", out)
     assert linger and float(linger.group(1)) > 0
     assert re.search(r"prediction +label [01]: probability (0|1)\.\d+", out)
