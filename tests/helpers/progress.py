@@ -5,12 +5,14 @@ from __future__ import annotations
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.volcano.report_lines import TrainingProgress
 from volcano_pipelines.volcano.status import JobStatus
+from volcano_pipelines.volcano.summary import JobSummary
 
 
 class RecordingProgress(Progress):
     def __init__(self) -> None:
         self.training_states: list[TrainingProgress] = []
         self.notes: list[str] = []
+        self.summaries: list[JobSummary] = []
 
     def job(self, name: str, status: JobStatus, problem: str | None) -> None:
         pass
@@ -19,7 +21,10 @@ class RecordingProgress(Progress):
         self.notes.append(line)
 
     def warn(self, line: str) -> None:
-        self.notes.append(line)
+        self.note(line)  # recorded with the notes, through note() so a subclass sees warnings too
 
     def training(self, name: str, state: TrainingProgress) -> None:
         self.training_states.append(state)
+
+    def summary(self, summary: JobSummary) -> None:
+        self.summaries.append(summary)

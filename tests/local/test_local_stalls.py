@@ -111,14 +111,21 @@ def test_a_stopped_tf2_worker_is_named_in_time_and_the_job_goes_on_once_it_runs_
     # Named after the stall timeout (less the last beat or read before the stop, never sooner) and soon after.
     assert STALL_TIMEOUT - 3 <= named - stopped[0] <= NAMED_WITHIN, (named - stopped[0], progress.notes)
     # Only the stopped worker is silent; the chief waiting for it made no progress either.
-    assert result.stalled is not None and result.stalled["silent"] == "worker[1]", result.stalled
-    assert "chief[0]" in result.stalled["tasks"] and "ps" not in result.stalled["tasks"]
+    episode = next(note for note in progress.notes if re.search(r"stalled: .*worker\[1\]", note))
+    assert "worker[1] (no heartbeat)" in episode and "chief[0]" in episode and "ps[" not in episode, progress.notes
     # Once it ran again, the job went on to its end: nothing restarted, the stall cleared.
     assert result.phase == "Completed" and result.retries == 0, (result, output)
-    assert "cleared" in result.stalled and result.stalled["action"] == "warn"
     assert any("no task stalled any more" in note for note in progress.notes)
+    assert result.stalled is not None and result.stalled["action"] == "warn", result.stalled
     job = local.backend.get("default", "st2")
-    assert job is not None and json.loads(job["metadata"]["annotations"][STALLED_ANNOTATION])["silent"] == "worker[1]"
+    assert job is not None
+    annotated = json.loads(job["metadata"]["annotations"][STALLED_ANNOTATION])
+    if result.stalled["silent"] == "worker[1]":
+        assert "cleared" in result.stalled and annotated["silent"] == "worker[1]"
+    else:
+        # On a loaded machine the chief may take past the timeout to step again once the worker
+        # runs: a later episode of its own, which the result and the annotation then hold.
+        assert result.stalled["tasks"] == "chief[0]" and annotated["tasks"] == "chief[0]", result.stalled
 
 
 def test_on_stall_fail_aborts_and_the_record_names_the_one_stopped_tf1_worker(

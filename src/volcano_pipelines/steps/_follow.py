@@ -217,8 +217,8 @@ class Follower:
         if before is None or self.stall.tasks != before.tasks:
             self.new_stall = self.new_stall or before is None  # --on-stall acts once per episode
             self.cleared = None
-            self.progress.note(f"job {self.name}: stalled: {self.stall.describe()}")
-            log.warning("job %s: stalled: %s", self.name, self.stall.describe())
+            # Said once: Progress.warn logs it where there is no display, else shows it above it.
+            self.progress.warn(f"job {self.name}: stalled: {self.stall.describe()}")
         self.last_stall = self.stall
 
     def stall_dict(self) -> dict[str, Any] | None:

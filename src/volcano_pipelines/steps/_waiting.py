@@ -208,8 +208,10 @@ class _Waiter:
                     # A later Pending (a restart) is a new wait: not stuck since the first one.
                     self.problem, self.admitted_since = None, None
                 self.progress.job(self.name, status, self.problem)
+                stall = self.follower.stall
                 self.progress.summary(JobSummary.of(self.name, status, self.problem, restarts=self.tracker.restarts,
-                                                    abnormal=abnormal_pods(failed, status.phase)))
+                                                    abnormal=abnormal_pods(failed, status.phase),
+                                                    stalled=((stall.tasks, stall.oldest_seconds),) if stall else ()))
                 self.follower.poll(now, status)
                 if (stall := self.follower.take_new_stall()) is not None and self.policy.on_stall != "warn":
                     if self.policy.on_stall == ON_STALL_FAIL:

@@ -80,6 +80,20 @@ def test_warn_names_the_tasks_the_coordinator_names_and_waits_on() -> None:
     assert backend.records[-1] is not None  # the final post-mortem names them too
 
 
+def test_the_live_summary_shows_the_stalled_tasks_while_they_are_stalled_and_said_once() -> None:
+    clock = FakeClock()
+    script: list[object] = [running(), say("vpipe:progress step=100 total=1000"), None, say(STALLED), None, None,
+                            say("vpipe:stalled count=0 tasks=none time=4000000001", "vpipe:progress step=200 total=1000"),
+                            None, None, job("Completed", tasks={"chief": {"Succeeded": 1}})]
+    progress = RecordingProgress()
+    wait(Stallable(script, clock), clock, progress)
+    shown = [summary.stalled for summary in progress.summaries]
+    stalled = [s for s in shown if s]
+    assert stalled and stalled[0][0][0] == "chief[0],worker[1]" and stalled[0][0][1] >= 21
+    assert not shown[-1]  # cleared: no longer shown
+    assert sum("stalled: worker[1]" in note for note in progress.notes) == 1
+
+
 def test_the_reporting_task_is_named_when_its_own_reports_stop_and_never_before_the_first() -> None:
     clock = FakeClock()
     # 30 s of start-up without any report: not a stall. Then one report, then silence (a
