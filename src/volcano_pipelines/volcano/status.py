@@ -391,8 +391,13 @@ def _ended_before_deletion(meta: Mapping[str, Any], finished: str | None, exit_c
     if deletion is None or ended is None or meta.get("deletionGracePeriodSeconds") is None:
         return False  # not known: taken as the deletion's doing, as before
     grace = float(meta["deletionGracePeriodSeconds"])
+    if grace <= 0:
+        # The kubelet's last delete, once the containers stopped, sets the grace period to 0 and
+        # the timestamp to that moment: when the deletion was asked for is no longer known (a
+        # parameter server SIGTERMed by CompleteJob read as ending on its own, exit code 143).
+        return False
     requested = deletion - grace
-    return ended < requested or (ended <= requested and exit_code == 137 and grace > 0)
+    return ended < requested or (ended <= requested and exit_code == 137)
 
 
 def _parse_time(value: Any) -> float | None:

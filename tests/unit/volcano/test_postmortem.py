@@ -8,6 +8,7 @@ from typing import Any
 
 from tests.golden_files import GOLDEN_DIR, check_golden
 from volcano_pipelines.volcano.postmortem import Limits, build_record, log_pods, markdown, record_size
+from volcano_pipelines.volcano.status import STOPPED_BY_JOB, pod_end
 
 JOB = {
     "metadata": {"name": "mnist", "namespace": "team", "uid": "j-uid", "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -153,3 +154,14 @@ def test_a_pod_deleted_while_it_ran_does_not_show_as_running() -> None:
     running = pod("worker", 0, phase="Running")
     rec = build_record(JOB, [running], [], {}, collected_at="2026-01-01T00:03:00Z", deleted=["uid-mnist-worker-0"])
     assert "| mnist-worker-0 | worker | node-1 | deleted while Running | stopped by the job |" in markdown(rec)
+
+
+def test_a_parameter_server_stopped_by_complete_job_is_stopped_by_the_job_after_the_kubelets_last_delete() -> None:
+    """Seen on the real node: once a deleted pod's containers stopped, the kubelet deletes it
+    again with no grace period, and the API then shows deletionGracePeriodSeconds 0 and a
+    deletionTimestamp after the container's end. That is no sign the container ended on its
+    own: the parameter server SIGTERMed by CompleteJob (143) is stopped by the job."""
+    ps = killed("ps", 0, exit_code=143, finished="2026-12-05T15:30:10Z", created="2026-12-05T15:29:00Z",
+                deleted_at="2026-12-05T15:30:11Z", grace=0)
+    end = pod_end(ps, job_phase="Completing", deleted=True)
+    assert end is not None and end.cause == STOPPED_BY_JOB, end
