@@ -18,6 +18,7 @@ from tests.golden_files import check_golden
 from tests.helpers.renders import rendered
 from tests.unit.argo import local_run
 from tests.unit.argo.local_run import REPO, load, template
+from volcano_pipelines.volcano.stalls import with_stall_timeout
 from volcano_pipelines.argo import compile as argo_compile
 from volcano_pipelines.argo import pipelines as argo_pipelines
 from volcano_pipelines.argo import templates
@@ -284,7 +285,8 @@ def test_train_tf_container_passes_every_kind_of_parameter(tmp_path: Path) -> No
         code_url="http://files.example/mnist/", args=["--epochs", "5", tricky], run_id="0f9c2c1e-argo-test",
         owner=WORKFLOW_OWNER, queue="vpipe",
     )
-    assert _manifest(run) == expected
+    # What train submits is the rendered job with the stall timeout (default 600 s) in each task.
+    assert _manifest(run) == with_stall_timeout(expected, 600)
     assert not list(tmp_path.rglob("pwned*")), "a parameter was run by a shell"
     assert run.outputs["phase"] == "DryRun" and run.outputs["succeeded"] == "true"
     assert run.outputs["run-id"] == "0f9c2c1e-argo-test"
@@ -297,7 +299,7 @@ def test_train_mpi_container_with_defaults(tmp_path: Path) -> None:
     expected = render_mpi("allreduce", command=["python3", "allreduce.py", "--steps", "10"],
                           mpiexec_args=["-x", "OMP_NUM_THREADS=1"], run_id="0f9c2c1e-argo-test",
                           owner=WORKFLOW_OWNER, queue="vpipe")
-    assert _manifest(run) == expected
+    assert _manifest(run) == with_stall_timeout(expected, 600)
 
 
 def test_a_switch_that_is_not_true_or_false_is_bad_input(tmp_path: Path) -> None:
