@@ -19,6 +19,8 @@ keep serving everything else.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import ipaddress
 import json
@@ -27,7 +29,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,8 @@ SUBNET_PREFIX = "10.252"  # pods get 10.252.<n>.0/24, <n> picked free at start
 BRIDGE_PREFIX = "vpipe-br"  # + <n>; interface names have at most 15 characters
 CONTAINERD_NAMESPACE = "k8s.io"  # the namespace containerd's CRI plugin uses
 CONTAINER_LOG_LINKS = Path("/var/log/containers")  # fixed in the kubelet
+# The device-plugin registration socket: fixed in the kubelet whatever its root dir.
+DEVICE_PLUGIN_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
 COREDNS_ROLE = "vpipe-test:coredns"
 # The `kubernetes` Service: the API server gives it the first address of the service range
 # and port 443; the kubelet puts both into every pod as KUBERNETES_SERVICE_HOST/PORT.
@@ -137,6 +141,33 @@ def _alive(pid: object) -> bool:
     except PermissionError:
         return True
     return True
+
+
+@contextlib.contextmanager
+def _kubelet_start_turn() -> Iterator[None]:
+    """One kubelet at a time from its start until it listens on DEVICE_PLUGIN_SOCKET.
+
+    Every kubelet empties that fixed directory and then listens on the socket: two started
+    at once (scripts/test starts three real nodes side by side) can both empty it and the
+    second's listen fails with 'address already in use', which ended a CI run's node
+    process (12 errors). One that starts after another listens removes the file and
+    listens on its own; the first keeps its open socket (no device plugin is used here)."""
+    lock_path = cluster_build.cache_root() / "kubelet-start.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _listening_since(path: Path, since: float) -> bool:
+    """Whether a socket file at `path` was made at or after `since` (seconds since epoch)."""
+    try:
+        return path.is_socket() and path.stat().st_mtime >= since
+    except OSError:
+        return False
 
 
 def _claim_path(bridge: str) -> Path:
@@ -638,6 +669,15 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
     def _start_kubelet(self) -> None:
         config = self._path("kubelet-config.yaml")
         config.write_text(yaml.safe_dump(self._kubelet_config()))
+        with _kubelet_start_turn():
+            spawned = time.time()
+            self._spawn_kubelet(config)
+            # Hold the turn until this kubelet listens on the shared socket (or exits: the
+            # wait then fails with its log).
+            self._wait(lambda: _listening_since(DEVICE_PLUGIN_SOCKET, spawned),
+                       "the kubelet's device-plugin socket", 120)
+
+    def _spawn_kubelet(self, config: Path) -> None:
         self._spawn("kubelet", [
             str(self.artifacts.binary("kubelet")),
             f"--config={config}",
