@@ -228,7 +228,13 @@ def test_three_copy_pods_sync_hdfs_into_the_volume_and_an_evicted_one_restarts_w
         # plan's) and copied as the source holds it then, not as planned.
         put_tree(hdfs_for_pods.client(), f"/datasets/{namespace}", {CHANGED: REWRITTEN})
         files[CHANGED] = REWRITTEN
-        [step] = [p for p in step_pods(core, namespace, name) if p.status.phase == "Running"]
+        # The step made the job, so its container runs; the kubelet's status update saying so
+        # can reach the API seconds later on a loaded machine (seen once: no pod Running yet).
+        def running_step() -> Any:
+            found = [p for p in step_pods(core, namespace, name) if p.status.phase == "Running"]
+            return found[0] if len(found) == 1 else None
+
+        step = wait_for("the sync step's pod Running", running_step, timeout=60)
         watched = ExitWatch(core, namespace, step.metadata.name, step.metadata.uid)
         time.sleep(1)  # the watch is open before the deletion
         core.delete_namespaced_pod(step.metadata.name, namespace)  # SIGTERM: the step keeps the job and exits 3
