@@ -65,6 +65,27 @@ def test_the_mpi_hostfile_keeps_every_worker_including_the_last(fake_mpiexec: Pa
     assert got["argv"][got["argv"].index("-np") + 1] == "6"
 
 
+def test_the_mpi_master_reads_every_worker_task_of_a_split_role(fake_mpiexec: Path, tmp_path: Path) -> None:  # noqa: F811
+    """Workers past one Volcano task's limit are several tasks (volcano/slices.py): the master's
+    hostfile lists the hosts of each, in order, one line each."""
+    listener = socket.socket()
+    listener.bind(("", 0))
+    listener.listen(8)
+    files = []
+    for name, hosts in (("mpiworker.host", ["127.0.0.1", "127.0.0.2"]), ("mpiworker_s1.host", ["127.0.0.3"])):
+        files.append(tmp_path / name)
+        files[-1].write_text("\n".join(hosts))
+    job = build_mpi_job(MPIJobSpec(job=JobOptions(name="hello"), command=("true",), worker=Role(replicas=3)))
+    try:
+        proc = run_container(job, "mpimaster", tmp_path, path_prefix=str(fake_mpiexec), extra_env={
+            "VPIPE_WORKER_HOSTFILE": " ".join(str(f) for f in files), "VPIPE_SSH_PORT": str(listener.getsockname()[1]),
+            "VPIPE_ENTRY": "unused"})
+    finally:
+        listener.close()
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    assert received(tmp_path)["hostfile"].splitlines() == [f"127.0.0.{i} slots=1" for i in (1, 2, 3)]
+
+
 def _rendered(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
     assert main(["render", *argv]) == 0
     return yaml.safe_load(capsys.readouterr().out)  # type: ignore[no-any-return]

@@ -104,7 +104,8 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
                                 "and the stop signals; to split: the stop-signal handling"),
     "volcano/postmortem.py": (430, "the pure post-mortem record: pod entries (with the run each belongs to), bounds "
                                    "and the Markdown summary; to split: the Markdown rendering"),
-    "volcano/status.py": (480, "the job's status read purely: counts (kept for pods Volcano cleaned up), restarts "
+    "volcano/status.py": (500, "the job's status read purely: counts (kept for pods Volcano cleaned up, per role "
+                               "with a split role's tasks folded), restarts "
                                "made, pod failures and ends with their causes, scheduling problems and Pod "
                                "Security refusals; to split: pod ends and restart causes (PodEnd..restart_cause) "
                                "and the refusals before start"),

@@ -27,6 +27,7 @@ from typing import Any
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.kube.pods import literal
 from volcano_pipelines.volcano.common import DATA_VOLUME, LOG_VOLUME
+from volcano_pipelines.volcano.slices import TASK_OFFSET_ENV
 from volcano_pipelines.volcano.tf_cluster import ADDRESSES_ENV
 from volcano_pipelines.volcano.entrypoint import MPI_MASTER_SCRIPT, MPI_WORKER_SCRIPT, TF_SCRIPT, container_command
 
@@ -338,8 +339,9 @@ def tf_addresses(plans: Sequence[ReplicaPlan]) -> dict[str, str]:
         return {}
     port = int(tf_plans[0].env["VPIPE_TF_PORT"])
     addresses: dict[str, list[str]] = {}
-    for plan in sorted(tf_plans, key=lambda p: p.index):
-        addresses.setdefault(plan.task, []).append(f"{LOCAL_ADDRESS}:{plan.ports[port]}")
+    # By role and role index: a role split over several tasks (volcano/slices.py) is one list.
+    for plan in sorted(tf_plans, key=lambda p: int(p.env.get(TASK_OFFSET_ENV, "0")) + p.index):
+        addresses.setdefault(plan.env["VPIPE_ROLE"], []).append(f"{LOCAL_ADDRESS}:{plan.ports[port]}")
     return {TF_ADDRESSES_FILE: json.dumps(addresses, sort_keys=True)}
 
 

@@ -147,6 +147,10 @@ _PRELUDE = r'''set -euo pipefail
 log() { printf 'vpipe: %s\n' "$*" >&2; }
 task_index="${VK_TASK_INDEX:-0}"
 case "$task_index" in ''|*[!0-9]*) log "VK_TASK_INDEX is not a number: '$task_index'"; exit 64;; esac
+# A role split over several Volcano tasks (volcano/slices.py): this task's pods start at the offset.
+task_offset="${VPIPE_TASK_OFFSET:-0}"
+case "$task_offset" in ''|*[!0-9]*) log "VPIPE_TASK_OFFSET is not a number: '$task_offset'"; exit 64;; esac
+task_index=$(( task_offset + task_index ))
 if [ -n "${VPIPE_CODE_URL:-}" ]; then
   mkdir -p "$VPIPE_CODE_DIR"
   python3 - <<'VPIPEFETCH_PY'
@@ -199,11 +203,16 @@ exec "${VPIPE_SSHD:-/usr/sbin/sshd}" -D -e
 MPI_MASTER_SCRIPT = _PRELUDE + r'''nargs="${VPIPE_MPIEXEC_NARGS:-0}"
 mpiexec_args=("${@:1:$nargs}")
 program=("${@:$((nargs + 1))}")
-for _ in $(seq 1 300); do [ -s "$VPIPE_WORKER_HOSTFILE" ] && break; sleep 1; done
+# VPIPE_WORKER_HOSTFILE: the svc plugin's host file of each worker task, space-separated, in
+# order (more than one when the workers are split over several tasks, volcano/slices.py).
+read -r -a worker_hostfiles <<< "$VPIPE_WORKER_HOSTFILE"
 hostfile="$(mktemp)"
-while read -r host _ || [ -n "$host" ]; do
-  [ -n "$host" ] && printf '%s slots=%s\n' "$host" "$VPIPE_SLOTS_PER_WORKER" >> "$hostfile"
-done < "$VPIPE_WORKER_HOSTFILE"
+for file in "${worker_hostfiles[@]}"; do
+  for _ in $(seq 1 300); do [ -s "$file" ] && break; sleep 1; done
+  while read -r host _ || [ -n "$host" ]; do
+    [ -n "$host" ] && printf '%s slots=%s\n' "$host" "$VPIPE_SLOTS_PER_WORKER" >> "$hostfile"
+  done < "$file"
+done
 # Gang scheduling starts every pod together, but sshd may not listen yet: wait for each.
 ssh_port="${VPIPE_SSH_PORT:-22}"
 while read -r host _ || [ -n "$host" ]; do

@@ -15,6 +15,7 @@ from volcano_pipelines.volcano.common import (
     volumes_and_mounts,
 )
 from volcano_pipelines.volcano.entrypoint import MPI_MASTER_SCRIPT, MPI_WORKER_SCRIPT, container_command
+from volcano_pipelines.volcano.slices import TASK_OFFSET_ENV, plan_slices, split_min_available, svc_host_file
 from volcano_pipelines.volcano.spec import DEFAULT_MPI_IMAGE, MPIJobSpec
 from volcano_pipelines.kube.validate import check_manifest_size
 from volcano_pipelines.volcano.validate import validate_mpi
@@ -25,16 +26,18 @@ STEP = TRAIN_STEP
 MASTER = "mpimaster"
 WORKER = "mpiworker"
 # Written by Volcano's svc plugin: one line per pod of the task, `<job>-mpiworker-<i>.<job>`.
-WORKER_HOSTFILE = f"/etc/volcano/{WORKER}.host"
+WORKER_HOSTFILE = svc_host_file(WORKER)
 
 
 def build_mpi_job(spec: MPIJobSpec) -> dict[str, Any]:
     validate_mpi(spec)
+    # Workers past one task's svc limit are several tasks of one template (volcano/slices.py).
+    slices = plan_slices(spec.job.name, WORKER, spec.worker.replicas)
     shared_env = [
         {"name": "VPIPE_JOB_NAME", "value": spec.job.name},
         {"name": "VPIPE_NUM_WORKERS", "value": str(spec.worker.replicas)},
         {"name": "VPIPE_SLOTS_PER_WORKER", "value": str(spec.slots_per_worker)},
-        {"name": "VPIPE_WORKER_HOSTFILE", "value": WORKER_HOSTFILE},
+        {"name": "VPIPE_WORKER_HOSTFILE", "value": " ".join(svc_host_file(s.task) for s in slices)},
         *storage_env(spec.storage),
         *code_env(spec.code),
     ]
@@ -56,25 +59,25 @@ def build_mpi_job(spec: MPIJobSpec) -> dict[str, Any]:
         volumes=volumes,
         mounts=mounts,
     )
-    worker = pod_template(
-        job=spec.job,
-        step=STEP,
-        role=spec.worker,
-        image=spec.worker.image or image,
-        container_name="mpiworker",
-        command=container_command(MPI_WORKER_SCRIPT),
-        args=[],
-        env=[{"name": "VPIPE_ROLE", "value": WORKER}, *shared_env],
-        volumes=volumes,
-        mounts=mounts,
-        ports=[{"name": "ssh", "containerPort": 22, "protocol": "TCP"}],
-    )
     gang = task_min_available({MASTER: 1, WORKER: spec.worker.replicas}, spec.job.min_available, elastic=WORKER)
-    tasks = [
-        task(MASTER, 1, master, min_available=gang[MASTER], max_retry=spec.job.max_retry, completes_job=True),
-        task(WORKER, spec.worker.replicas, worker, min_available=gang[WORKER], max_retry=spec.job.max_retry,
-             completes_job=False),
-    ]
+    tasks = [task(MASTER, 1, master, min_available=gang[MASTER], max_retry=spec.job.max_retry, completes_job=True)]
+    for part, min_available in zip(slices, split_min_available(slices, gang[WORKER]), strict=True):
+        offset = [{"name": TASK_OFFSET_ENV, "value": str(part.offset)}] if part.offset else []
+        worker = pod_template(
+            job=spec.job,
+            step=STEP,
+            role=spec.worker,
+            image=spec.worker.image or image,
+            container_name="mpiworker",
+            command=container_command(MPI_WORKER_SCRIPT),
+            args=[],
+            env=[{"name": "VPIPE_ROLE", "value": WORKER}, *offset, *shared_env],
+            volumes=volumes,
+            mounts=mounts,
+            ports=[{"name": "ssh", "containerPort": 22, "protocol": "TCP"}],
+        )
+        tasks.append(task(part.task, part.replicas, worker, min_available=min_available,
+                          max_retry=spec.job.max_retry, completes_job=False))
     job = job_envelope(spec.job, step=STEP, plugins={"ssh": [], "svc": [], "env": []}, tasks=tasks)
     check_manifest_size(job)
     return job

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from volcano_pipelines.volcano.slices import SLICED_ROLES, role_of
+
 __all__ = ["FAILED_PHASES", "FINAL_PHASES", "JOB_STOPPING_PHASES", "SUCCEEDED_PHASES", "JobStatus", "PodEnd", "PodFailure",
-           "TaskCounts", "counts_from_pods", "ended_before_start", "final_counts", "format_progress", "job_status",
+           "TaskCounts", "counts_from_pods", "ended_before_start", "final_counts", "fold_slices", "format_progress", "job_status",
            "latest_counts", "pod_end", "pod_failure", "pod_task", "pod_security_refusal", "podgroup_name", "podgroup_phase", "restart_cause", "restarts_made",
            "scheduling_problem", "scheduling_problem_from_events"]
 
@@ -106,6 +108,7 @@ def job_status(job: Mapping[str, Any], task_names: Iterable[str] = ()) -> JobSta
         for pod_phase, n in ((counts or {}).get("phase") or {}).items():
             totals[_POD_PHASE_COUNT.get(pod_phase, "pending")] += int(n)
         tasks[name] = TaskCounts(**totals)
+    tasks = fold_slices(tasks)
     retry_count = int(status.get("retryCount") or 0)
     max_retry = (job.get("spec") or {}).get("maxRetry")
     max_retry = int(max_retry) if max_retry is not None else None
@@ -156,7 +159,19 @@ def counts_from_pods(pods: Iterable[Mapping[str, Any]]) -> dict[str, TaskCounts]
         phase = (pod.get("status") or {}).get("phase") or "Pending"
         bucket = totals.setdefault(task, {"pending": 0, "running": 0, "succeeded": 0, "failed": 0})
         bucket[_POD_PHASE_COUNT.get(phase, "pending")] += 1
-    return {task: TaskCounts(**counts) for task, counts in totals.items()}
+    return fold_slices({task: TaskCounts(**counts) for task, counts in totals.items()})
+
+
+def fold_slices(tasks: Mapping[str, TaskCounts]) -> dict[str, TaskCounts]:
+    """Per role: the counts of a role split over several Volcano tasks (`worker`, `worker-s1`,
+    ..., volcano/slices.py) added up, so that every display reads roles, at any size."""
+    folded: dict[str, TaskCounts] = {}
+    for task, counts in tasks.items():
+        role = role_of(task, SLICED_ROLES)
+        before = folded.get(role)
+        folded[role] = counts if before is None else TaskCounts(
+            **{k: v + counts.to_dict()[k] for k, v in before.to_dict().items()})
+    return folded
 
 
 def final_counts(seen: Mapping[str, TaskCounts], remaining: Mapping[str, TaskCounts]) -> dict[str, TaskCounts]:

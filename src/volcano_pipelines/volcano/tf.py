@@ -16,6 +16,7 @@ from volcano_pipelines.volcano.common import (
     volumes_and_mounts,
 )
 from volcano_pipelines.volcano.entrypoint import TF_SCRIPT, container_command
+from volcano_pipelines.volcano.slices import TASK_OFFSET_ENV, plan_slices, split_min_available
 from volcano_pipelines.volcano.spec import DEFAULT_TF_IMAGE, Role, TFJobSpec
 from volcano_pipelines.kube.validate import check_manifest_size
 from volcano_pipelines.volcano.validate import validate_tf
@@ -53,25 +54,29 @@ def build_tf_job(spec: TFJobSpec) -> dict[str, Any]:
     ]
     gang = task_min_available(replicas, spec.job.min_available, elastic="worker", optional=("evaluator",))
     tasks = []
-    for task_name, role in roles(spec).items():
-        volumes, mounts = volumes_and_mounts(spec.code, spec.storage, mount_data=task_name != "ps")
-        template = pod_template(
-            job=spec.job,
-            step=STEP,
-            role=role,
-            image=role.image or spec.job.image or DEFAULT_TF_IMAGE,
-            container_name="tensorflow",
-            command=container_command(TF_SCRIPT),
-            args=spec.args,
-            env=[{"name": "VPIPE_ROLE", "value": task_name}, *shared_env],
-            volumes=volumes,
-            mounts=mounts,
-            ports=[{"name": "tfjob-port", "containerPort": spec.port, "protocol": "TCP"}],
-        )
-        tasks.append(
-            task(task_name, role.replicas, template, min_available=gang[task_name], max_retry=spec.job.max_retry,
-                 completes_job=task_name == finisher)
-        )
+    for role_name, role in roles(spec).items():
+        volumes, mounts = volumes_and_mounts(spec.code, spec.storage, mount_data=role_name != "ps")
+        # A role past one task's svc limit is several tasks of one template (volcano/slices.py).
+        slices = plan_slices(spec.job.name, role_name, role.replicas)
+        for part, min_available in zip(slices, split_min_available(slices, gang[role_name]), strict=True):
+            offset = [{"name": TASK_OFFSET_ENV, "value": str(part.offset)}] if part.offset else []
+            template = pod_template(
+                job=spec.job,
+                step=STEP,
+                role=role,
+                image=role.image or spec.job.image or DEFAULT_TF_IMAGE,
+                container_name="tensorflow",
+                command=container_command(TF_SCRIPT),
+                args=spec.args,
+                env=[{"name": "VPIPE_ROLE", "value": role_name}, *offset, *shared_env],
+                volumes=volumes,
+                mounts=mounts,
+                ports=[{"name": "tfjob-port", "containerPort": spec.port, "protocol": "TCP"}],
+            )
+            tasks.append(
+                task(part.task, part.replicas, template, min_available=min_available, max_retry=spec.job.max_retry,
+                     completes_job=role_name == finisher)
+            )
     job = job_envelope(spec.job, step=STEP, plugins={"env": [], "svc": []}, tasks=tasks)
     check_manifest_size(job)
     return job

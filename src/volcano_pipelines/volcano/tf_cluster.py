@@ -85,12 +85,18 @@ for task, n in counts:
     if given:
         addresses = known[task]
     else:
-        path = os.path.join(os.environ.get("VPIPE_SVC_DIR") or "/etc/volcano", task + ".host")
-        try:
-            with open(path, encoding="utf-8") as f:
-                addresses = ["%s:%s" % (line.strip(), port) for line in f if line.strip()]
-        except OSError as e:
-            sys.exit("vpipe: cannot read the %s hosts that Volcano's svc plugin mounts: %s" % (task, e))
+        # A role past one Volcano task's limit is split over tasks <role>, <role>-s1, ... in
+        # order (volcano/slices.py); the svc plugin writes '-' in a file name as '_'.
+        addresses, part = [], 0
+        while len(addresses) < n:
+            name = task if part == 0 else "%s_s%d" % (task, part)
+            path = os.path.join(os.environ.get("VPIPE_SVC_DIR") or "/etc/volcano", name + ".host")
+            try:
+                with open(path, encoding="utf-8") as f:
+                    addresses += ["%s:%s" % (line.strip(), port) for line in f if line.strip()]
+            except OSError as e:
+                sys.exit("vpipe: cannot read the %s hosts that Volcano's svc plugin mounts: %s" % (task, e))
+            part += 1
     if len(addresses) != n:
         sys.exit("vpipe: %d %s hosts, expected %d" % (len(addresses), task, n))
     cluster[task] = addresses

@@ -12,7 +12,6 @@ from decimal import Decimal
 
 from volcano_pipelines.kube.validate import (
     ENV_NAME,
-    MAX_EXEC_STRING,
     fail,
     check_absolute_path,
     check_annotations,
@@ -31,6 +30,7 @@ from volcano_pipelines.kube.validate import (
     check_relative_path,
     check_tolerations,
 )
+from volcano_pipelines.volcano.slices import check_plugin_objects, most_replicas, plan_slices
 from volcano_pipelines.volcano.spec import (
     POD_SECURITY_LEVELS,
     CodeSource,
@@ -55,18 +55,12 @@ MAX_HOSTNAME = 63
 # Volcano names each pod <job>-<task>-<index>, and its svc plugin makes that the pod's hostname,
 # a DNS label. One limit for every job name, whatever its tasks and replicas, so that a name
 # accepted once is never refused for having more workers: room for the longest task name
-# (evaluator, mpimaster, mpiworker) and a five-digit index (the svc plugin's host list, at least
-# 9 bytes a host within one 128 KiB environment string, keeps a task under 100,000 replicas).
-MAX_JOB_NAME = MAX_HOSTNAME - len("-mpiworker-99999")
+# (evaluator, mpimaster, mpiworker) as a slice (`-s9`: the plugins' 1 MiB objects allow at most
+# five slices of a role, volcano/slices.py) and a five-digit index (a slice's host list, at least
+# 9 bytes a host within one 128 KiB environment string, stays under 100,000 replicas).
+MAX_JOB_NAME = MAX_HOSTNAME - len("-mpiworker-s9-99999")
 INT32_MAX = 2**31 - 1  # Volcano keeps maxRetry and ttlSecondsAfterFinished as int32
 
-# Replicas are bounded by what Volcano's svc plugin (v1.14, no flag turns it off) makes of
-# them, measured in tests/unit/volcano/test_validate_bounds.py and checked arithmetically
-# before anything is built: it gives every container of the job `VC_<TASK>_HOSTS`, every host
-# of each task comma-joined, and Linux refuses to start a process with one environment string
-# over 128 KiB (NUL included). Past that, no pod of the job can start, whatever the training
-# code does. Its ConfigMap holds each list twice, so it stays under 4 x 128 KiB for our at
-# most two large tasks: the API server's 1 MiB limit on a ConfigMap is never the first reached.
 # More mpiexec slots per worker than any node has cores is a typo, not a plan.
 MAX_SLOTS_PER_WORKER = 1024
 
@@ -86,48 +80,6 @@ def check_env(field: str, env: Mapping[str, str]) -> None:
         if name in RESERVED_ENV_NAMES or name.startswith(RESERVED_ENV_PREFIXES):
             fail(f"{field} name", name, "a name other than TF_CONFIG, VK_* and VPIPE_* (set by volcano-pipelines)")
         check_exec_string(f"{field}[{name}]", value, env_name=name)
-
-
-def _digits(count: int) -> int:
-    """The decimal digits of 0, 1, ..., count - 1 together, without building them."""
-    total, low, width = 0, 0, 1
-    while low < count:
-        high = min(count, 10 ** width)
-        total += (high - low) * width
-        low, width = high, width + 1
-    return total
-
-
-def svc_hosts_size(job_name: str, task: str, replicas: int) -> int:
-    """Bytes of one task's host list as the svc plugin writes it: `<job>-<task>-<i>.<job>`
-    joined by one separator."""
-    fixed = len(f"{job_name}-{task}-.{job_name}")
-    return replicas * fixed + _digits(replicas) + max(replicas - 1, 0)
-
-
-def check_svc_plugin_size(job_name: str, task_replicas: Mapping[str, int]) -> None:
-    """Every task's `VC_<TASK>_HOSTS` must fit one environment string (see above)."""
-    for task, replicas in task_replicas.items():
-        variable = f"VC_{task.replace('-', '_').upper()}_HOSTS"
-        env_string = len(variable) + 1 + svc_hosts_size(job_name, task, replicas) + 1
-        if env_string > MAX_EXEC_STRING:
-            fail(f"{task}.replicas", replicas,
-                 f"at most {_most_replicas(job_name, task, variable)} {task} replicas for job name {job_name!r}: "
-                 f"Volcano's svc plugin gives every container {variable}, every {task} host comma-joined "
-                 f"({env_string} bytes here), and Linux refuses to start a process with an environment string over "
-                 f"{MAX_EXEC_STRING} bytes; use fewer replicas or a shorter job name")
-
-
-def _most_replicas(job_name: str, task: str, variable: str) -> int:
-    """The most replicas whose svc variable fits one environment string (binary search)."""
-    low, high = 0, MAX_EXEC_STRING
-    while low < high:
-        mid = (low + high + 1) // 2
-        if len(variable) + 2 + svc_hosts_size(job_name, task, mid) <= MAX_EXEC_STRING:
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 def check_resources(field: str, resources: Resources) -> None:
@@ -190,7 +142,6 @@ def check_job_options(job: JobOptions, task_replicas: Mapping[str, int], *, alwa
     total = sum(task_replicas.values())
     check_dns_label("job.name", job.name, must_start_with_letter=True, max_length=MAX_JOB_NAME,
                     why=f" (Volcano names each pod <name>-<task>-<index>, a hostname of at most {MAX_HOSTNAME})")
-    check_svc_plugin_size(job.name, task_replicas)
     check_dns_label("job.namespace", job.namespace)
     check_image("job.image", job.image)
     check_dns_subdomain("job.queue", job.queue)
@@ -248,6 +199,7 @@ def validate_tf(spec: TFJobSpec) -> None:
             fail("evaluator.replicas", spec.evaluator.replicas, "exactly 1 (TensorFlow has one evaluator)")
     replicas = tf_task_replicas(spec)
     check_job_options(spec.job, replicas, always_needed=replicas["ps"] + replicas.get("chief", 0))
+    check_tf_slices(spec.job.name, replicas)
     check_code(spec.code)
     check_storage(spec.storage)
     for i, arg in enumerate(spec.args):
@@ -256,12 +208,27 @@ def validate_tf(spec: TFJobSpec) -> None:
         fail("port", spec.port, "a TCP port between 1 and 65535")
 
 
+def check_tf_slices(job_name: str, replicas: Mapping[str, int]) -> None:
+    """A role past one Volcano task's svc limit becomes several tasks (volcano/slices.py):
+    possible for every role but the one that completes the job, since Volcano completes a job
+    when one task completes. Without a chief that is the workers."""
+    # First: it bounds the replicas before any slice is planned.
+    check_plugin_objects(job_name, replicas, max(replicas, key=lambda role: replicas[role]), ssh=False)
+    if "chief" not in replicas and len(plan_slices(job_name, "worker", replicas["worker"])) > 1:
+        fail("worker.replicas", replicas["worker"],
+             f"at most {most_replicas(job_name, 'worker')} workers without a chief for job name {job_name!r}: more "
+             "are split over several Volcano tasks (Volcano's svc plugin gives every container one environment "
+             "variable per task naming all its hosts, and Linux caps one at 128 KiB), and the job would end when "
+             "the first of them completed; add a chief (--chief), whose completion ends the job")
+
+
 def validate_mpi(spec: MPIJobSpec) -> None:
     check_role("mpimaster", spec.master)
     if spec.master.replicas != 1:
         fail("mpimaster.replicas", spec.master.replicas, "exactly 1")
     check_role("mpiworker", spec.worker)
     check_job_options(spec.job, {"mpimaster": 1, "mpiworker": spec.worker.replicas}, always_needed=1)
+    check_plugin_objects(spec.job.name, {"mpimaster": 1, "mpiworker": spec.worker.replicas}, "mpiworker", ssh=True)
     if spec.job.pod_security != "baseline":
         fail("job.pod_security", spec.job.pod_security, "baseline for an MPI job: its workers run sshd, which needs "
              "root and capabilities the restricted level forbids")

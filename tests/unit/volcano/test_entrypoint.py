@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from tests.helpers.http_server import Seen, basic, serve
 from volcano_pipelines.local.plan import expand
 from volcano_pipelines.volcano.mpi import build_mpi_job
+from volcano_pipelines.volcano.slices import most_replicas
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Role, Storage, TFJobSpec
 from volcano_pipelines.volcano.tf import build_tf_job
 
@@ -81,10 +82,11 @@ def svc_hosts(job: dict, task: str) -> list[str]:
 
 
 def write_svc_files(job: dict, directory: Path) -> Path:
-    """/etc/volcano as the svc plugin mounts it: `<task>.host`, one host a line, no final newline."""
+    """/etc/volcano as the svc plugin mounts it: `<task>.host` ('-' in the name as '_'), one
+    host a line, no final newline."""
     directory.mkdir(parents=True, exist_ok=True)
     for task in job["spec"]["tasks"]:
-        (directory / f"{task['name']}.host").write_text("\n".join(svc_hosts(job, task["name"])))
+        (directory / f"{task['name'].replace('-', '_')}.host").write_text("\n".join(svc_hosts(job, task["name"])))
     return directory
 
 
@@ -126,6 +128,29 @@ def test_worker_gets_contract_args_tf_config_and_fetched_directory(file_server: 
     whole = json.loads(Path(got["env"]["VPIPE_CLUSTER_FILE"]).read_text())
     assert whole == {"ps": ["mnist-ps-0.mnist:2222", "mnist-ps-1.mnist:2222"],
                      "worker": [f"mnist-worker-{i}.mnist:2222" for i in range(3)]}
+
+
+def test_a_worker_of_a_later_task_of_its_role_is_numbered_from_the_tasks_offset(
+        file_server: tuple[str, Path], tmp_path: Path) -> None:
+    """Workers past one Volcano task's limit are several tasks (volcano/slices.py): pod 5 of
+    `worker-s1` is worker offset + 5 in its flags, its TF_CONFIG and its data shard, and its
+    address is that pod's."""
+    base, _ = file_server
+    workers = most_replicas("mnist", "worker") + 1
+    job = tf_job(base, worker=Role(replicas=workers), chief=Role())
+    [offset] = [int(e["value"]) for t in job["spec"]["tasks"] if t["name"] == "worker-s1"
+                for e in t["template"]["spec"]["containers"][0]["env"] if e["name"] == "VPIPE_TASK_OFFSET"]
+    assert offset == (workers + 1) // 2
+    proc = run_container(job, "worker-s1", tmp_path, task_index=5)
+    assert proc.returncode == 0, proc.stderr.decode()
+    got = received(tmp_path)
+    index = offset + 5
+    assert f"--task_index={index}" in got["argv"] and f"--shard_index={index}" in got["argv"]
+    tf_config = json.loads(got["env"]["TF_CONFIG"])
+    assert tf_config["task"] == {"type": "worker", "index": index}
+    assert tf_config["cluster"]["worker"] == {str(index): "mnist-worker-s1-5.mnist:2222"}
+    whole = json.loads(Path(got["env"]["VPIPE_CLUSTER_FILE"]).read_text())
+    assert len(whole["worker"]) == workers and whole["worker"][offset - 1] == f"mnist-worker-{offset - 1}.mnist:2222"
 
 
 def test_ps_shard_zero_and_evaluator_outside_cluster(file_server: tuple[str, Path], tmp_path: Path) -> None:

@@ -15,16 +15,21 @@ from typing import Any
 import pytest
 
 from volcano_pipelines.kube.validate import MAX_EXEC_STRING
+from volcano_pipelines.volcano.slices import plan_slices
 from volcano_pipelines.volcano.tf_cluster import CLUSTER_PY
 
 
 def view(tmp: Path, counts: dict[str, int], role: str, index: int, *, name: str = "trainjob01",
          port: int = 2222) -> dict[str, Any]:
-    """Runs the script for one task over svc-plugin host files; returns what it wrote."""
+    """Runs the script for one task over svc-plugin host files, one per Volcano task as the
+    rendered job has them (a role past one task's limit is several: volcano/slices.py);
+    returns what it wrote."""
     svc = tmp / "etc-volcano"
     svc.mkdir(exist_ok=True)
-    for task, n in counts.items():
-        (svc / f"{task}.host").write_text("\n".join(f"{name}-{task}-{i}.{name}" for i in range(n)))
+    for each, n in counts.items():
+        for part in plan_slices(name, each, n):
+            hosts = (f"{name}-{part.task}-{i}.{name}" for i in range(part.replicas))
+            (svc / f"{part.task.replace('-', '_')}.host").write_text("\n".join(hosts))
     out = tmp / f"cluster-{role}-{index}"
     env = {"PATH": os.environ["PATH"], "VPIPE_CLUSTER_DIR": str(out), "VPIPE_ROLE": role,
            "VPIPE_TASK_INDEX": str(index), "VPIPE_TF_PORT": str(port), "VPIPE_SVC_DIR": str(svc),
@@ -68,7 +73,11 @@ def test_a_missing_or_short_host_file_stops_the_task_saying_why(tmp_path: Path) 
     (tmp_path / "ps.host").write_text("j-ps-0.j")
     (tmp_path / "worker.host").write_text("j-worker-0.j")
     proc = subprocess.run([sys.executable, "-S", "-c", CLUSTER_PY], env=env, capture_output=True, text=True, timeout=60)
-    assert proc.returncode != 0 and "1 ps hosts, expected 2" in proc.stderr
+    # Short of the count, it looks for the role's next task (ps-s1) before giving up.
+    assert proc.returncode != 0 and "cannot read the ps hosts" in proc.stderr and "ps_s1.host" in proc.stderr
+    (tmp_path / "ps.host").write_text("j-ps-0.j\nj-ps-1.j\nj-ps-2.j")
+    proc = subprocess.run([sys.executable, "-S", "-c", CLUSTER_PY], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "3 ps hosts, expected 2" in proc.stderr
 
 
 SEED = {"chief": 1, "ps": 1000, "worker": 10000}
@@ -97,8 +106,14 @@ def test_at_the_seeds_size_each_role_gets_what_it_needs(seed_views: dict[str, di
     assert [len(chief["cluster"][t]) for t in ("chief", "ps", "worker")] == [1, 1000, 10000]
     # The chief's TF_CONFIG cannot hold 11,000 addresses: the chief and every parameter server.
     assert sorted(chief["tf_config"]["cluster"]) == ["chief", "ps"] and len(chief["tf_config"]["cluster"]["ps"]) == 1000
+    # The workers are three Volcano tasks (worker, worker-s1, worker-s2), read in order: the
+    # last worker is the last pod of the third.
+    workers = chief["cluster"]["worker"]
+    assert workers[0] == "trainjob01-worker-0.trainjob01:2222"
+    assert workers[3334] == "trainjob01-worker-s1-0.trainjob01:2222"
+    assert workers[9999] == "trainjob01-worker-s2-3332.trainjob01:2222"
     # A worker: every parameter server (TF1 device filters) and itself.
-    assert worker["tf_config"]["cluster"]["worker"] == {"9999": "trainjob01-worker-9999.trainjob01:2222"}
+    assert worker["tf_config"]["cluster"]["worker"] == {"9999": workers[9999]}
     assert len(worker["tf_config"]["cluster"]["ps"]) == 1000
     assert ps["tf_config"]["cluster"]["ps"] == {"999": "trainjob01-ps-999.trainjob01:2222"}
     # 1,000 parameter servers fit one flag; 10,000 workers do not, and the flag names the file.
@@ -115,4 +130,4 @@ def test_the_resolver_module_reads_the_file_and_a_flag_naming_it(seed_views: dic
            "VPIPE_CLUSTER_FILE": str(worker["dir"] / "cluster.json")}
     proc = subprocess.run([sys.executable, "-S", "-c", code, worker["worker_flag"]], env=env, capture_output=True,
                           text=True, timeout=60)
-    assert proc.stdout.split() == ["10000", "10000", "trainjob01-worker-9999.trainjob01:2222"], proc.stderr
+    assert proc.stdout.split() == ["10000", "10000", "trainjob01-worker-s2-3332.trainjob01:2222"], proc.stderr

@@ -37,20 +37,27 @@ def test_job_name_must_be_dns_1035(name: str) -> None:
 
 def test_one_job_name_limit_leaves_room_for_what_volcano_appends() -> None:
     """One limit, stated once, whatever the job's tasks and replicas: room for the longest
-    `-<task>-<index>` (`-mpiworker-99999`) within a 63-character hostname. A name at 63 used to
-    be refused as `at most 54` (TF workers), 52 or 51 (an evaluator, MPI) after the help's 63."""
+    `-<task>-<index>` (`-mpiworker-s9-99999`, a role split over tasks: volcano/slices.py) within a
+    63-character hostname. A name at 63 used to be refused as `at most 54` (TF workers), 52 or
+    51 (an evaluator, MPI) after the help's 63."""
     from volcano_pipelines.volcano.validate import MAX_JOB_NAME
 
-    assert MAX_JOB_NAME == 63 - len("-mpiworker-99999") == 47
+    assert MAX_JOB_NAME == 63 - len("-mpiworker-s9-99999") == 44
     longest = "a" * MAX_JOB_NAME
     build_tf_job(tf(job_name=longest, worker=Role(replicas=100), evaluator=Role(replicas=1)))
-    build_mpi_job(mpi(job=JobOptions(name=longest), worker=Role(replicas=100)))
+    # Past one task's limit at this length (about 1,200 hosts) the role is split: every pod
+    # name Volcano will make is still a hostname.
+    for job in (build_tf_job(tf(job_name=longest, worker=Role(replicas=3000), chief=Role())),
+                build_mpi_job(mpi(job=JobOptions(name=longest), worker=Role(replicas=3000)))):
+        tasks = job["spec"]["tasks"]
+        assert len(tasks) >= 4, [t["name"] for t in tasks]
+        assert max(len(f"{longest}-{t['name']}-{t['replicas'] - 1}") for t in tasks) <= 63
     for length in (MAX_JOB_NAME + 1, 54, 63):
         for build, spec in ((build_tf_job, tf(job_name="a" * length)),
                             (build_tf_job, tf(job_name="a" * length, evaluator=Role(replicas=1))),
                             (build_mpi_job, mpi(job=JobOptions(name="a" * length)))):
             err = rejects(build, spec, "job.name", "a" * length)
-            assert err.allowed.startswith("at most 47 characters of lowercase letters"), err.allowed
+            assert err.allowed.startswith("at most 44 characters of lowercase letters"), err.allowed
             assert "<name>-<task>-<index>, a hostname of at most 63" in err.allowed
 
 

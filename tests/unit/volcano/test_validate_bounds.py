@@ -28,12 +28,7 @@ from volcano_pipelines.kube.validate import (
     check_tolerations,
     parse_toleration,
 )
-from volcano_pipelines.volcano.validate import (
-    check_job_ref,
-    svc_hosts_size,
-    validate_mpi,
-    validate_tf,
-)
+from volcano_pipelines.volcano.validate import check_job_ref, validate_mpi, validate_tf
 
 LOGGER = "volcano_pipelines.kube.validate"
 
@@ -181,52 +176,7 @@ def test_bad_image_references(image: str) -> None:
 # Item 9: bounds on replicas, sizes, and the rendered manifest.
 
 
-# Replicas are bounded by what Volcano's svc plugin makes of them (volcano/validate.py): every
-# container gets VC_<TASK>_HOSTS, one environment string listing every host of the task.
-
-# For job name "trainjob01": 3,887 workers' VC_WORKER_HOSTS fit 128 KiB, 3,888 do not
-# (TESTING.md measured 4,000 at 134,889 bytes: "Argument list too long").
-MOST_WORKERS = 3887
-
-
-def svc_variable(job_name: str, task: str, replicas: int) -> str:
-    """VC_<TASK>_HOSTS=... as the svc plugin's ConfigMap gives it to the kubelet."""
-    hosts = ",".join(f"{job_name}-{task}-{i}.{job_name}" for i in range(replicas))
-    return f"VC_{task.upper()}_HOSTS={hosts}"
-
-
-@pytest.mark.parametrize(("task", "replicas"), [("worker", 0), ("worker", 1), ("ps", 9), ("worker", 10), ("ps", 1001)])
-def test_svc_hosts_size_is_the_joined_list(task: str, replicas: int) -> None:
-    joined = svc_variable("trainjob01", task, replicas).partition("=")[2]
-    assert svc_hosts_size("trainjob01", task, replicas) == len(joined)
-
-
-@pytest.mark.skipif(os.sysconf("SC_PAGE_SIZE") != 4096, reason="MAX_ARG_STRLEN is 32 pages: 128 KiB with 4 KiB pages")
-def test_the_most_workers_accepted_start_a_process_and_one_more_would_not() -> None:
-    """The bound is the kernel's: the svc plugin's variable for the most workers accepted
-    starts a real process; for one more, Linux refuses it (E2BIG), and so does render."""
-    build_tf_job(tf(job_name="trainjob01", worker=Role(replicas=MOST_WORKERS)))
-    variable = svc_variable("trainjob01", "worker", MOST_WORKERS)
-    name, _, value = variable.partition("=")
-    assert subprocess.run(["/bin/true"], env={name: value}).returncode == 0
-    err = error_of(lambda: build_tf_job(tf(job_name="trainjob01", worker=Role(replicas=MOST_WORKERS + 1))))
-    assert (err.field, err.value) == ("worker.replicas", MOST_WORKERS + 1)
-    assert f"at most {MOST_WORKERS} worker replicas" in err.allowed and "VC_WORKER_HOSTS" in err.allowed
-    name, _, value = svc_variable("trainjob01", "worker", MOST_WORKERS + 1).partition("=")
-    with pytest.raises(OSError) as info:
-        subprocess.run(["/bin/true"], env={name: value})
-    assert info.value.errno == errno.E2BIG
-
-
-def test_the_seeds_size_is_refused_naming_volcanos_svc_plugin() -> None:
-    """1,000 parameter servers + 10,000 workers in one job: no container of it could start with
-    Volcano's svc plugin (VC_WORKER_HOSTS=...: 338,906 bytes for 'trainjob01')."""
-    spec = tf(job_name="trainjob01", ps=Role(replicas=1000), worker=Role(replicas=10000), chief=Role())
-    err = error_of(lambda: validate_tf(spec))
-    assert (err.field, err.value) == ("worker.replicas", 10000)
-    assert "338906 bytes here" in err.allowed and "svc plugin" in err.allowed and "shorter job name" in err.allowed
-    err = error_of(lambda: validate_mpi(mpi(worker=Role(replicas=10000))))
-    assert err.field == "mpiworker.replicas" and "VC_MPIWORKER_HOSTS" in err.allowed
+# The svc plugin's limits and the slices past them: tests/unit/volcano/test_slices.py.
 
 
 def test_absurd_replicas_are_refused_by_validation_before_anything_is_built() -> None:
