@@ -137,13 +137,15 @@ class ClusterSession:
 
     # --- what happened (issues 29, 30; 28 item 9): used by steps/_restarts.py where present
 
-    def post_mortem(self, restarts: list[dict[str, Any]], stalled: dict[str, Any] | None = None) -> dict[str, Any]:
+    def post_mortem(self, restarts: list[dict[str, Any]], stalled: dict[str, Any] | None = None,
+                    cancelled: str | None = None) -> dict[str, Any]:
         """Save the job's post-mortem record (backends/postmortem.py), with the pods the watch
         saw that are gone by now and the log lines it read from them while they existed."""
         return postmortem.save_post_mortem(self.cluster, self.namespace, self.name, seen_pods=self._watcher.seen_pods(),
                                            deleted=self._watcher.deleted_uids(), restarts=restarts,
                                            kept_logs=self._watcher.kept_logs(), lost_logs=self._watcher.lost_logs(),
-                                           missing=self._missing, stalled=stalled)
+                                           missing=self._missing, stalled=stalled,
+                                           cancelled=cancelled)
 
     def why_no_pods(self) -> str:
         """Why Volcano ended the job before any pod ran: its queue, its state message, the

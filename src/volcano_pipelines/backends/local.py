@@ -334,7 +334,8 @@ class LocalSession:
         key = (self._runner.namespace, self._runner.name)
         with self._backend._lock:
             self._backend._annotations.setdefault(key, {}).update(annotations)
-    def post_mortem(self, restarts: list[dict[str, Any]], stalled: dict[str, Any] | None = None) -> dict[str, Any]:
+    def post_mortem(self, restarts: list[dict[str, Any]], stalled: dict[str, Any] | None = None,
+                    cancelled: str | None = None) -> dict[str, Any]:
         """The same record as on a cluster, from this backend's own pods (every attempt) and
         log files, saved under <log_dir>/post-mortem/."""
         from volcano_pipelines.backends.postmortem import now_rfc3339, write_record
@@ -351,7 +352,8 @@ class LocalSession:
             # Keyed by uid: the attempts of a restarted job share pod names.
             logs[r.uid] = {pod["spec"]["containers"][0]["name"]: tail(r.log_path, limits.log_lines)}
         record = build_record(runner.snapshot(), pods, [], logs, collected_at=now_rfc3339(), deleted=stopped,
-                              restarts=restarts, limits=limits, stalled=stalled)
+                              restarts=restarts, limits=limits, stalled=stalled,
+                              cancelled=cancelled)
         return write_record(record, self._backend.log_dir / "post-mortem")
 
 

@@ -142,6 +142,7 @@ def save_post_mortem(
     missing: MissingInfo | None = None,
     copies: Sequence[str | os.PathLike[str]] | None = None,
     stalled: Mapping[str, Any] | None = None,
+    cancelled: str | None = None,
 ) -> dict[str, Any]:
     """Collect, build and save job `namespace/name`'s post-mortem record; call it before
     anything deletes the job or its pods. `seen_pods` / `deleted`: pods a watch saw that may
@@ -167,7 +168,8 @@ def save_post_mortem(
         logs.update({uid: kept for uid, kept in (kept_logs or {}).items() if uid in gone})
         notes += [why for uid, why in (lost_logs or {}).items() if uid in gone]
         record = build_record(state.job, state.pods, state.events, logs, collected_at=now_rfc3339(), deleted=gone,
-                              restarts=restarts, notes=notes, limits=limits, stalled=stalled)
+                              restarts=restarts, notes=notes, limits=limits, stalled=stalled,
+                              cancelled=cancelled)
         saved = write_record(record, directory, copy_directories() if copies is None else copies)
     except Exception as err:  # noqa: BLE001 - a record is written on the way out; it must not fail the step
         log.warning("post-mortem of job %s/%s not written: %s", namespace, name, err)

@@ -118,13 +118,15 @@ class RestartTracker:
 
 
 def save_post_mortem(session: JobSession, restarts: list[dict[str, Any]],
-                     stalled: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                     stalled: dict[str, Any] | None = None, cancelled: str | None = None) -> dict[str, Any] | None:
     """The session's post-mortem record, where the backend can write one (None otherwise);
-    `stalled`: the hung tasks the step saw (the record names them)."""
+    `stalled`: the hung tasks the step saw; `cancelled`: the step was cancelled and stops the
+    job (the record says so beside the phase the job had then)."""
     write = getattr(session, "post_mortem", None)
     if write is None:
         return None
-    saved: dict[str, Any] | None = write(restarts, stalled=stalled) if stalled else write(restarts)
+    extra = {k: v for k, v in (("stalled", stalled), ("cancelled", cancelled)) if v}
+    saved: dict[str, Any] | None = write(restarts, **extra)
     return saved
 
 

@@ -116,9 +116,10 @@ def run(
                 pod_deleted = _own_pod_deleted(backend, policy)
                 action = policy.on_pod_deleted if pod_deleted and policy.on_pod_deleted else policy.on_cancel
                 # The display says so at once: the stop may take the tasks' grace period.
-                progress.job(meta["name"], job_status(waiter.job), f"{err}: stopping the job (on_cancel={action})")
+                stopping = f"{err}: stopping the job (on_cancel={action})"
+                progress.job(meta["name"], job_status(waiter.job), stopping)
                 if action != "keep":  # the record first: deleting or aborting the job deletes its pods
-                    save_post_mortem(session, [])
+                    save_post_mortem(session, list(waiter.tracker.restarts), cancelled=stopping)
                 with _hurry_on_signal(session, progress, handle_signals):
                     done = _cancel(session, action)
                 if pod_deleted:

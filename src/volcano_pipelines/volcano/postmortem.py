@@ -218,6 +218,7 @@ def build_record(
     notes: Sequence[str] = (),
     limits: Limits = Limits(),
     stalled: Mapping[str, Any] | None = None,  # the hung tasks the waiting step named (steps/_follow.py)
+    cancelled: str | None = None,  # the step was cancelled and stops the job: why and how
 ) -> dict[str, Any]:
     """The post-mortem record. `pods`: every pod of the job as last seen (those already deleted
     included, their uids in `deleted`); `logs`: pod uid (or name) -> container -> log text (None where
@@ -279,6 +280,7 @@ def build_record(
         "limits": {"max_bytes": limits.max_bytes, "log_lines": limits.log_lines, "pods_per_task": limits.pods_per_task},
     }
     record.update({"stalled": dict(stalled)} if stalled else {})
+    record.update({"cancelled": cancelled} if cancelled else {})
     _shrink(record, limits)
     record["bytes"] = 0
     while record["bytes"] != record_size(record):  # its own digits count too: settles in a step or two
@@ -373,6 +375,8 @@ def markdown(record: Mapping[str, Any], *, table_rows: int = 50, log_lines: int 
             ("collected", record.get("collected_at"))]
     if (record.get("stalled") or {}).get("tasks"):  # hung tasks the waiting step named
         rows.insert(3, ("stalled tasks", describe_stalled(record["stalled"])))
+    if record.get("cancelled"):  # the phase is the job's when the step was cancelled: say what came next
+        rows.insert(1, ("cancelled", record["cancelled"]))
     lines += ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in rows if v is not None]
     restarts = record.get("restarts") or []
     if restarts:

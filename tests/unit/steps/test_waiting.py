@@ -3,6 +3,8 @@ injected clock (nothing sleeps)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, failed_pod, job
@@ -130,6 +132,27 @@ def test_cancel_applies_on_cancel(on_cancel: str, expected: list[str]) -> None:
     done = {"delete": "deleted", "abort": "aborted", "keep": "kept"}[on_cancel]
     assert str(info.value) == f"cancelled by SIGTERM; job ns/j {done}"
     assert backend.open_sessions == 0
+
+
+class RecordingBackend(MemoryBackend):
+    """A backend whose sessions write a post-mortem record: what the step asked it to say."""
+
+    def post_mortem(self, restarts: list[dict[str, Any]], **said: Any) -> dict[str, Any]:
+        self.calls.append("post_mortem")
+        self.saved = {"restarts": restarts, **said}
+        return self.saved
+
+
+@pytest.mark.parametrize("on_cancel", ["delete", "abort"])
+def test_a_cancel_is_in_the_post_mortem_it_saves_before_stopping_the_job(on_cancel: str) -> None:
+    """Issue 42 item 9: the record saved on a cancel said `phase | Running` and nothing of the
+    cancel; it says the cancel, and is saved before the job (and its pods) go."""
+    clock = FakeClock()
+    backend = RecordingBackend([job("Running"), StopSignal("cancelled by SIGINT")], clock)
+    with pytest.raises(Cancelled):
+        wait(backend, clock, on_cancel=on_cancel)
+    assert [c for c in backend.calls if c in ("post_mortem", on_cancel)] == ["post_mortem", on_cancel]
+    assert backend.saved["cancelled"] == f"cancelled by SIGINT: stopping the job (on_cancel={on_cancel})"
 
 
 @pytest.mark.parametrize("pod_deleted", [True, False])

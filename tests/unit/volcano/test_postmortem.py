@@ -165,3 +165,13 @@ def test_a_parameter_server_stopped_by_complete_job_is_stopped_by_the_job_after_
                 deleted_at="2026-12-05T15:30:11Z", grace=0)
     end = pod_end(ps, job_phase="Completing", deleted=True)
     assert end is not None and end.cause == STOPPED_BY_JOB, end
+
+
+def test_a_cancelled_step_says_so_beside_the_phase_the_job_had() -> None:
+    """Issue 42 item 9: the record of a cancel showed `phase | Running` and no word of it."""
+    rec = record(cancelled="cancelled by SIGINT: stopping the job (on_cancel=delete)")
+    assert rec["cancelled"] == "cancelled by SIGINT: stopping the job (on_cancel=delete)"
+    rows = [line for line in markdown(rec).splitlines() if line.startswith("| ")]
+    assert rows[1:3] == [f"| phase | {JOB['status']['state']['phase']} |",
+                         "| cancelled | cancelled by SIGINT: stopping the job (on_cancel=delete) |"], rows
+    assert "cancelled" not in record() and "| cancelled |" not in markdown(record())
