@@ -109,6 +109,9 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
                                "made, pod failures and ends with their causes, scheduling problems and Pod "
                                "Security refusals; to split: pod ends and restart causes (PodEnd..restart_cause) "
                                "and the refusals before start"),
+    "lifecycle/reap.py": (420, "when to end a training's lingering pods, as pure rules for the three layouts "
+                               "(Volcano Jobs, batch Jobs + Deployments, TTL'd Deployments); to split: the classic "
+                               "layout's rules"),
     "local/runner.py": (700, "the local backend's job state machine (Volcano's policies, gang start, restarts, "
                              "a RestartJob command, linger) in one place; to split: the pod records"),
 }

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from volcano_pipelines.labels import EXPIRES_ANNOTATION, STEP_LABEL, VOLCANO_JOB_NAME_LABEL
+from volcano_pipelines.volcano.slices import role_of
 from volcano_pipelines.volcano.status import FINAL_PHASES, pod_task
 
 __all__ = [
@@ -207,9 +208,11 @@ def decide_volcano(job: Obj, pods: Iterable[Obj], *, now: datetime, grace: float
     if failed:
         return Decision(FAILED, f"pod(s) failed: {', '.join(failed)}; a job whose pods failed is never reaped",
                         failed=tuple(failed))
-    done = [p for p in own if pod_task(p) == task and _phase(p) == "Succeeded"]
-    if len(done) < tasks[task] or not done:
-        return Decision(WAIT, f"{len(done)}/{tasks[task]} {task} pod(s) succeeded")
+    # The completion role's pods, of every task it is split over (worker, worker-s1, ...).
+    members = sum(n for name, n in tasks.items() if role_of(str(name), (task,)) == task)
+    done = [p for p in own if role_of(pod_task(p) or "", (task,)) == task and _phase(p) == "Succeeded"]
+    if len(done) < members or not done:
+        return Decision(WAIT, f"{len(done)}/{members} {task} pod(s) succeeded")
     finished = [t for t in (pod_finished_at(p) for p in done) if t is not None]
     completed_at = max(finished) if finished else now
     lingering = sorted(_meta(p).get("name", "?") for p in own if is_live(p))

@@ -58,6 +58,10 @@ def validate(manifest: Mapping[str, Any]) -> None:
     tasks = spec.get("tasks") or []
     if not tasks:
         raise InputError("spec.tasks", tasks, "at least one task")
+    if spec.get("minSuccess") is not None:
+        # Only a role split over several tasks has it (volcano/tf.py): thousands of workers.
+        raise InputError("spec.minSuccess", spec["minSuccess"], "no minSuccess on the local backend, which completes a "
+                         "job by its tasks' policies only (use fewer workers, or a chief, to run it here)")
     for where, policies in [("spec.policies", spec.get("policies") or [])] + [
         (f"spec.tasks[{i}].policies", t.get("policies") or []) for i, t in enumerate(tasks)
     ]:

@@ -41,6 +41,10 @@ def completing_task(spec: TFJobSpec) -> str:
 def build_tf_job(spec: TFJobSpec) -> dict[str, Any]:
     validate_tf(spec)
     finisher = completing_task(spec)
+    # Workers split over several tasks (no chief) cannot end the job by one task's completion:
+    # Volcano completes it once as many pods succeeded as there are workers (parameter servers
+    # never succeed; validation refuses an evaluator beside them), then ends the rest.
+    split_finisher = len(plan_slices(spec.job.name, finisher, roles(spec)[finisher].replicas)) > 1
     replicas = {name: role.replicas for name, role in roles(spec).items()}
     # Counts, not hosts: each task builds its view of the cluster at start (tf_cluster.py), so
     # the job does not grow with the square of the replicas.
@@ -75,8 +79,10 @@ def build_tf_job(spec: TFJobSpec) -> dict[str, Any]:
             )
             tasks.append(
                 task(part.task, part.replicas, template, min_available=min_available, max_retry=spec.job.max_retry,
-                     completes_job=role_name == finisher)
+                     completes_job=role_name == finisher and not split_finisher)
             )
     job = job_envelope(spec.job, step=STEP, plugins={"env": [], "svc": []}, tasks=tasks)
+    if split_finisher:
+        job["spec"]["minSuccess"] = spec.worker.replicas
     check_manifest_size(job)
     return job

@@ -209,17 +209,19 @@ def validate_tf(spec: TFJobSpec) -> None:
 
 
 def check_tf_slices(job_name: str, replicas: Mapping[str, int]) -> None:
-    """A role past one Volcano task's svc limit becomes several tasks (volcano/slices.py):
-    possible for every role but the one that completes the job, since Volcano completes a job
-    when one task completes. Without a chief that is the workers."""
+    """A role past one Volcano task's svc limit becomes several tasks (volcano/slices.py).
+    Without a chief the workers complete the job, then by its minSuccess (every worker pod
+    succeeded, volcano/tf.py): an evaluator, which succeeds too, would be counted as one."""
     # First: it bounds the replicas before any slice is planned.
     check_plugin_objects(job_name, replicas, max(replicas, key=lambda role: replicas[role]), ssh=False)
-    if "chief" not in replicas and len(plan_slices(job_name, "worker", replicas["worker"])) > 1:
+    split = len(plan_slices(job_name, "worker", replicas["worker"])) > 1
+    if "chief" not in replicas and "evaluator" in replicas and split:
         fail("worker.replicas", replicas["worker"],
-             f"at most {most_replicas(job_name, 'worker')} workers without a chief for job name {job_name!r}: more "
-             "are split over several Volcano tasks (Volcano's svc plugin gives every container one environment "
-             "variable per task naming all its hosts, and Linux caps one at 128 KiB), and the job would end when "
-             "the first of them completed; add a chief (--chief), whose completion ends the job")
+             f"at most {most_replicas(job_name, 'worker')} workers with an evaluator and no chief for job name "
+             f"{job_name!r}: more are split over several Volcano tasks (Volcano's svc plugin gives every container "
+             "one environment variable per task naming all its hosts, and Linux caps one at 128 KiB), and the job "
+             "then completes when as many pods succeeded as there are workers, which the evaluator would count "
+             "in; add a chief (--chief), whose completion ends the job")
 
 
 def validate_mpi(spec: MPIJobSpec) -> None:

@@ -79,6 +79,17 @@ def test_not_all_workers_succeeded_waits() -> None:
     assert decide(vjob(), [], at=999).action == rule.WAIT  # no pods yet
 
 
+def test_workers_split_over_several_tasks_are_done_when_every_task_is() -> None:
+    """Workers past one Volcano task's limit are several tasks (volcano/slices.py): the first
+    task done is not the workers done."""
+    job = vjob(tasks={"ps": 1, "worker": 2, "worker-s1": 1})
+    first_done = trained()  # worker-0 and worker-1 succeeded, worker-s1-0 still runs
+    d = decide(job, [*first_done, pod("j-worker-s1-0", "worker-s1", "Running")], at=999)
+    assert d.action == rule.WAIT and "2/3 worker" in d.reason
+    d = decide(job, [*first_done, pod("j-worker-s1-0", "worker-s1", "Succeeded", finished=30)], at=999)
+    assert d.action == rule.REAP and d.completed_at == T0 + timedelta(seconds=30) and d.lingering == ("j-ps-0",)
+
+
 def test_chief_is_the_completion_task_when_present() -> None:
     job = vjob(tasks={"ps": 1, "worker": 2, "chief": 1})
     pods = [pod("j-chief-0", "chief", "Succeeded", finished=5), pod("j-worker-0", "worker", "Running"),

@@ -18,6 +18,7 @@ import pytest
 from tests.unit.volcano.volcano_plugins import ssh_config, svc_configmap, svc_env, template_env
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.kube.validate import MAX_EXEC_STRING
+from volcano_pipelines.local import runner as local_runner
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.slices import (
     MAX_PLUGIN_OBJECT,
@@ -166,14 +167,26 @@ def test_the_seeds_mpi_job_renders_and_its_master_reads_every_worker_task() -> N
     assert start({**master, **svc_env(job)}) == 0
 
 
-def test_without_a_chief_the_workers_stay_one_task() -> None:
-    """Volcano completes a job when the task with CompleteJob completes: split workers would end
-    it at the first slice's end. Without a chief, the most one task holds; past it, the error
-    says to add one."""
-    build_tf_job(tf(workers=MOST_WORKERS, chief=False))
-    err = error_of(lambda: build_tf_job(tf(ps=1000, workers=10000, chief=False)))
+def test_without_a_chief_split_workers_complete_the_job_by_its_min_success() -> None:
+    """Volcano completes a job by one task's TaskCompleted policy: split workers would end it at
+    the first task's end. Without a chief, the job completes once as many pods succeeded as there
+    are workers (minSuccess; parameter servers never succeed) and Volcano then ends the rest.
+    An evaluator would be counted in: that job is refused, saying to add a chief."""
+    job = build_tf_job(tf(ps=1000, workers=10000, chief=False))  # the issue's own command
+    assert len(json.dumps(job)) < 200_000
+    assert [t["name"] for t in job["spec"]["tasks"]] == ["ps", "worker", "worker-s1", "worker-s2"]
+    assert job["spec"]["minSuccess"] == 10000 and not [t for t in job["spec"]["tasks"] if t.get("policies")]
+    one_task = build_tf_job(tf(workers=MOST_WORKERS, chief=False))  # unsplit: as before
+    assert "minSuccess" not in one_task["spec"]
+    assert [t["name"] for t in one_task["spec"]["tasks"] if t.get("policies")] == ["worker"]
+    assert "minSuccess" not in build_tf_job(tf(ps=1000, workers=10000))["spec"]  # the chief ends it
+    with pytest.raises(InputError) as info:  # the local backend runs task policies only
+        local_runner.validate(job)
+    assert info.value.field == "spec.minSuccess"
+    spec = TFJobSpec(job=JobOptions(name="trainjob01"), ps=Role(), worker=Role(replicas=10000), evaluator=Role())
+    err = error_of(lambda: build_tf_job(spec))
     assert (err.field, err.value) == ("worker.replicas", 10000)
-    assert f"at most {MOST_WORKERS} workers without a chief" in err.allowed and "--chief" in err.allowed
+    assert f"at most {MOST_WORKERS} workers with an evaluator and no chief" in err.allowed and "--chief" in err.allowed
 
 
 @pytest.mark.parametrize(("build", "field", "what"), [
