@@ -53,7 +53,8 @@ def audit_events(path: Path, since_line: int) -> tuple[list[dict[str, Any]], int
     return events, len(lines)
 
 
-def run_job(plane: ControlPlane, namespace: str, name: str, ps: int, workers: int, run_for: int) -> dict[str, Any]:
+def run_job(plane: ControlPlane, namespace: str, name: str, ps: int, workers: int, run_for: int,
+            chief: bool = False) -> dict[str, Any]:
     api = plane.api_client()
     api.user_agent = BENCH_USER_AGENT
     core = client.CoreV1Api(api)
@@ -66,8 +67,10 @@ def run_job(plane: ControlPlane, namespace: str, name: str, ps: int, workers: in
            "--cpu-per-worker", "10m", "--memory-per-worker", "32Mi", "--timeout", "1800",
            "--code-url", "https://example.com/code/", "--kubeconfig", str(plane.kubeconfig), "--json",
            "--pod-label", f"worker:{behaviour.RUN_FOR_LABEL}={run_for}s"]
+    if chief:  # it ends the job: it runs past the workers
+        cmd += ["--chief", "--pod-label", f"chief:{behaviour.RUN_FOR_LABEL}={run_for + 20}s"]
     phases: dict[str, float] = {}
-    pods = ps + workers
+    pods = ps + workers + (1 if chief else 0)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     submitted = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -96,6 +99,15 @@ def run_job(plane: ControlPlane, namespace: str, name: str, ps: int, workers: in
         raise SystemExit(f"vpipe train failed ({proc.returncode}):\n{stderr[-3000:]}")
     result = json.loads(stdout)
 
+    # Volcano's svc plugin's ConfigMap: every host twice (a role past one task's limit is
+    # several tasks, volcano/slices.py); the API server holds it within 1 MiB.
+    try:
+        svc = core.read_namespaced_config_map(f"{name}-svc", namespace)
+        svc_bytes: int | None = sum(len(v) for v in (svc.data or {}).values())
+    except client.ApiException:
+        svc_bytes = None
+    job = custom.get_namespaced_custom_object("batch.volcano.sh", "v1alpha1", namespace, "jobs", name)
+    tasks = {t["name"]: t["replicas"] for t in job["spec"]["tasks"]}
     time.sleep(2)  # let the audit backend flush the last events
     events, _ = audit_events(plane.audit_log, audit_start)
     # One request can log several stages (a watch logs ResponseStarted and ResponseComplete):
@@ -112,6 +124,9 @@ def run_job(plane: ControlPlane, namespace: str, name: str, ps: int, workers: in
         "workers": workers,
         "pods": pods,
         "phase": result["phase"],
+        "volcano_tasks": tasks,
+        "svc_configmap_bytes": svc_bytes,
+        "result_tasks": result.get("tasks"),
         "seconds_submit_to_all_running": round(all_running, 1),
         "seconds_all_running_to_completed": round(completed - all_running, 1),
         "step_seconds": round(finished, 1),
@@ -131,6 +146,7 @@ def main() -> int:
     parser.add_argument("--ps", type=int, default=100)
     parser.add_argument("--workers", type=int, default=1000)
     parser.add_argument("--small-workers", type=int, default=10, help="comparison job of 1 PS; 0 to skip")
+    parser.add_argument("--chief", action="store_true", help="the large job has a chief (needed past one task's workers)")
     parser.add_argument("--nodes", type=int, default=24)
     parser.add_argument("--run-for", type=int, default=10, help="seconds each worker runs")
     parser.add_argument("--volcano-qps", type=float, default=50.0, help="Volcano controller's --kube-api-qps")
@@ -150,7 +166,7 @@ def main() -> int:
             runs = []
             if args.small_workers:
                 runs.append(run_job(plane, "bench-small", "small", 1, args.small_workers, args.run_for))
-            runs.append(run_job(plane, "bench-large", "large", args.ps, args.workers, args.run_for))
+            runs.append(run_job(plane, "bench-large", "large", args.ps, args.workers, args.run_for, args.chief))
     report = {"nodes": args.nodes, "volcano_controller": list(volcano),
               "control_plane_startup_seconds": round(startup, 1), "runs": runs}
     print(json.dumps(report, indent=2))

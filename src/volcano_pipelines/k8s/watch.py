@@ -7,6 +7,7 @@ client's Watch, a raw collection path); the error policy is written once, here."
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -17,7 +18,8 @@ from kubernetes.client.rest import ApiException
 from volcano_pipelines.k8s.client import Cluster
 from volcano_pipelines.k8s.errors import KubeError, from_exception, is_transient
 
-__all__ = ["WATCH_WINDOW_SECONDS", "Event", "reconnecting", "watch_collection", "watch_named"]
+__all__ = ["LIST_PAGE", "WATCH_WINDOW_SECONDS", "Event", "RawWatch", "list_raw", "reconnecting", "watch_collection",
+           "watch_named"]
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +28,36 @@ log = logging.getLogger(__name__)
 WATCH_WINDOW_SECONDS = 20
 
 Obj = dict[str, Any]
+# Objects per page of a collection's list. The typed client turns 11,000 pods read at once into
+# 2.4 GB and 48 CPU-seconds (measured on the test plane); pages of plain JSON, each object cut
+# to what the step reads (`project`) before the next page, keep a step small at any size.
+LIST_PAGE = 500
+
+
+class RawWatch(watch.Watch):  # type: ignore[misc]
+    """The client's Watch without its model objects: each event's object is the dict the API
+    sent (the typed client would build a model from it, only for us to turn it back)."""
+
+    def get_return_type(self, func: Any) -> None:
+        return None
+
+
+def list_raw(list_call: Callable[..., Any], list_args: tuple[Any, ...], project: Callable[[Obj], Obj] = lambda o: o,
+             **selector: Any) -> tuple[list[Obj], str]:
+    """Every object of a collection as plain dicts, page by page (a consistent snapshot: the
+    continue token keeps the first page's version), each through `project`; and the list's
+    resourceVersion."""
+    items: list[Obj] = []
+    token: str | None = None
+    while True:
+        answer = list_call(*list_args, **selector, limit=LIST_PAGE, _preload_content=False,
+                           **({"_continue": token} if token else {}))
+        page = json.loads(answer.data)
+        items += [project(item) for item in page.get("items") or []]
+        meta = page.get("metadata") or {}
+        token = meta.get("continue") or None
+        if token is None:
+            return items, str(meta.get("resourceVersion") or "")
 
 
 # One event of a watch: (type, object), type ADDED / MODIFIED / DELETED, or "sync" with the
@@ -133,26 +165,27 @@ def watch_collection(
     stopped: Callable[[], bool] = lambda: False,
     pause: Callable[[float], object] | None = None,
     window: Callable[[], float] = lambda: WATCH_WINDOW_SECONDS,
-    new_watch: Callable[[], Any] = watch.Watch,
+    new_watch: Callable[[], Any] = RawWatch,
     started: Callable[[Any], object] = lambda _watcher: None,
+    project: Callable[[Obj], Obj] = lambda o: o,
 ) -> Iterator[Event | None]:
     """Yields ("ADDED", object) for every object a list of the collection returns, then every
     change from that list's resourceVersion on, and None at the end of each watch window. A
     dropped connection resumes from the last version seen, so a change between two windows (a
-    pod deleted right then) is never missed; `410 Gone` lists again. Objects are dicts.
-    `started(watcher)` is told each new watch (stopping it ends the window early); the watch
-    ends when `stopped()`."""
+    pod deleted right then) is never missed; `410 Gone` lists again. Objects are dicts, each
+    through `project` (what the caller keeps of it). `started(watcher)` is told each new watch
+    (stopping it ends the window early); the watch ends when `stopped()`."""
 
     def read() -> tuple[Iterable[Event], str]:
-        listed = list_call(*list_args, label_selector=label_selector)
-        return [("ADDED", cluster.to_dict(item)) for item in listed.items], listed.metadata.resource_version
+        items, version = list_raw(list_call, list_args, project, label_selector=label_selector)
+        return [("ADDED", item) for item in items], version
 
     stream = _typed_stream(cluster, list_call, list_args, {"label_selector": label_selector}, window, new_watch,
                            started)
     for event in reconnecting(cluster, what, read, stream, stopped=stopped, pause=pause):
         if stopped():
             return
-        yield event
+        yield event if event is None else (event[0], project(event[1]))
 
 
 def _typed_stream(

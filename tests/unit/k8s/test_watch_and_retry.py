@@ -5,6 +5,7 @@ recorded, never slept."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -197,11 +198,12 @@ def test_backoff_is_capped_and_jitter_stays_within_half_to_full() -> None:
 
 
 class Listed:
-    """What a typed client's list call returns: the items and the list's resourceVersion."""
+    """What a list call with `_preload_content=False` returns: one page of the JSON list
+    (`continue` names the next page)."""
 
-    def __init__(self, items: list[dict[str, Any]], version: str) -> None:
-        self.items = items
-        self.metadata = client.V1ListMeta(resource_version=version)
+    def __init__(self, items: list[dict[str, Any]], version: str, token: str | None = None) -> None:
+        meta = {"resourceVersion": version, **({"continue": token} if token else {})}
+        self.data = json.dumps({"items": items, "metadata": meta}).encode()
 
 
 def pod(name: str, rv: str) -> dict[str, Any]:
@@ -224,8 +226,11 @@ def test_a_collection_watch_lists_then_resumes_from_the_last_version_so_no_chang
     watchers: list[Any] = []
 
     def list_pods(namespace: str, **kwargs: Any) -> Listed:
+        # Two pages: the list is read page by page as plain JSON.
         lists.append({"namespace": namespace, **kwargs})
-        return Listed([pod("a", "4"), pod("b", "5")], "5")
+        if kwargs.get("_continue") is None:
+            return Listed([pod("a", "4")], "5", token="page-2")
+        return Listed([pod("b", "5")], "5")
 
     out: list[Any] = []
     for event in watch_collection(cluster(sleeps), "pods of job ns/j", list_pods, ("ns",), "job=j",
@@ -234,7 +239,8 @@ def test_a_collection_watch_lists_then_resumes_from_the_last_version_so_no_chang
         if event is not None and event[0] == "DELETED":
             break
     assert out == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a"), None, ("DELETED", "a")]
-    assert lists == [{"namespace": "ns", "label_selector": "job=j"}]  # listed once: resumed, not re-listed
+    page = {"namespace": "ns", "label_selector": "job=j", "limit": 500, "_preload_content": False}
+    assert lists == [page, {**page, "_continue": "page-2"}]  # listed once (two pages): resumed, not re-listed
     assert [(s["resource_version"], s["label_selector"]) for s in seen] == [("5", "job=j"), ("6", "job=j")]
     assert len(watchers) == 2 and sleeps == [0.5]
 
