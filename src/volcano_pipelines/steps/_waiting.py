@@ -150,7 +150,7 @@ def job_result(backend: Backend, namespace: str, name: str, log_lines: int = 20)
             failure = replace(failure, log_tail=session.log_tail(failure.pod, log_lines))
         missing = session.missing()
     result = _result(job, created=False, backend=backend.name, failure=failure, missing=missing)
-    result.abnormal = abnormal_pods(pods, phase)
+    result.abnormal = abnormal_pods(pods, phase, job)
     return result_from_annotations(result, job)
 
 
@@ -211,7 +211,7 @@ class _Waiter:
                 self.progress.job(self.name, status, self.problem)
                 stall = self.follower.stall
                 self.progress.summary(JobSummary.of(self.name, status, self.problem, restarts=self.tracker.restarts,
-                                                    abnormal=abnormal_pods(failed, status.phase),
+                                                    abnormal=abnormal_pods(failed, status.phase, self.job),
                                                     stalled=((stall.tasks, stall.oldest_seconds),) if stall else ()))
                 self.follower.poll(now, status)
                 if (stall := self.follower.take_new_stall()) is not None and self.policy.on_stall != "warn":
@@ -239,7 +239,7 @@ class _Waiter:
         self.progress.job(self.name, replace(status, tasks=counts), None)
         result = _result(self.job, created=self.created, backend=self.backend, failure=failure, counts=counts,
                          missing=self.session.missing(), linger=self.session.linger_seconds())
-        result.abnormal = abnormal_pods(pods, status.phase)
+        result.abnormal = abnormal_pods(pods, status.phase, self.job)
         result.stalled = self.follower.stall_dict()
         return fill_result(finish_result(result, self.job, self.session, self.tracker, log_lines=self.policy.log_lines,
                                          stalled=result.stalled), reported)

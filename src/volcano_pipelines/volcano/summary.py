@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from volcano_pipelines.volcano.report_lines import TrainingProgress
+from volcano_pipelines.volcano.slices import SLICED_ROLES, task_offsets
 from volcano_pipelines.volcano.status import FINAL_PHASES, JobStatus, TaskCounts, pod_end, pod_task
 
 __all__ = ["MAX_LINES", "JobSummary", "abnormal_pods", "format_eta", "format_ranges", "format_training", "range_count",
@@ -58,18 +59,25 @@ def _index(pod: Mapping[str, Any], task: str) -> int | None:
     return int(tail) if tail.isdigit() and head.endswith(f"-{task}") else None
 
 
-def abnormal_pods(pods: Iterable[Mapping[str, Any]], job_phase: str | None = None) -> dict[str, dict[str, str]]:
+def abnormal_pods(pods: Iterable[Mapping[str, Any]], job_phase: str | None = None,
+                  job: Mapping[str, Any] | None = None) -> dict[str, dict[str, str]]:
     """The pods that are not as they should be, grouped by what is wrong (`failed: OOM killed`,
     `failed: evicted`, `pending`) and role, as index ranges (`12-15,803`), every one. Pending pods count only once
-    others of the job run (before that the whole gang waits: the counts say so). One pass."""
+    others of the job run (before that the whole gang waits: the counts say so). One pass. With the
+    `job`, a role split over several tasks (volcano/slices.py) is named by role and role index:
+    pod 5 of `worker-s1` is `worker[offset + 5]`."""
+    tasks = {t.get("name"): int(t.get("replicas") or 0) for t in ((job or {}).get("spec") or {}).get("tasks") or []}
+    offsets = task_offsets(tasks, SLICED_ROLES)
     groups: dict[str, dict[str, set[int]]] = {}
     pending: dict[str, set[int]] = {}
     running = False
     for pod in pods:
-        task = pod_task(pod)
-        index = _index(pod, task) if task else None
-        if task is None or index is None:
+        own_task = pod_task(pod)
+        index = _index(pod, own_task) if own_task else None
+        if own_task is None or index is None:
             continue
+        task, offset = offsets.get(own_task, (own_task, 0))
+        index += offset
         phase = (pod.get("status") or {}).get("phase") or "Pending"
         if phase == "Running":
             running = True

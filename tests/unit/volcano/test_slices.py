@@ -34,6 +34,7 @@ from volcano_pipelines.volcano.slices import (
 )
 from volcano_pipelines.volcano.spec import JobOptions, MPIJobSpec, Role, TFJobSpec
 from volcano_pipelines.volcano.status import TaskCounts, counts_from_pods, job_status
+from volcano_pipelines.volcano.summary import abnormal_pods
 from volcano_pipelines.volcano.tf import build_tf_job
 
 FOUR_KIB_PAGES = pytest.mark.skipif(os.sysconf("SC_PAGE_SIZE") != 4096,
@@ -227,3 +228,18 @@ def test_counts_are_per_role_from_the_job_and_from_the_pods() -> None:
     pods = [{"metadata": {"annotations": {"volcano.sh/task-spec": task}}, "status": {"phase": phase}}
             for task, phase in (("worker", "Running"), ("worker-s2", "Failed"), ("worker-s1", "Running"), ("ps", "Running"))]
     assert counts_from_pods(pods) == {"worker": TaskCounts(running=2, failed=1), "ps": TaskCounts(running=1)}
+
+
+def test_pods_that_are_not_as_they_should_be_are_named_by_role_index() -> None:
+    """`vpipe status` of the seed's job named `worker-s1[1354]`: pod 1354 of the second worker
+    task is worker 3334 + 1354."""
+    job = build_tf_job(tf(ps=1000, workers=10000))
+
+    def pod(task: str, index: int, phase: str) -> dict[str, Any]:
+        return {"metadata": {"name": f"trainjob01-{task}-{index}", "annotations": {"volcano.sh/task-spec": task}},
+                "status": {"phase": phase}}
+
+    pods = [pod("worker", 7, "Pending"), pod("worker-s1", 1354, "Pending"), pod("worker-s2", 0, "Pending"),
+            pod("ps", 3, "Running")]
+    assert abnormal_pods(pods, "Running", job) == {"pending": {"worker": "7,4688,6667"}}
+    assert abnormal_pods(pods, "Running") == {"pending": {"worker": "7", "worker-s1": "1354", "worker-s2": "0"}}
