@@ -24,6 +24,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from volcano_pipelines.errors import VpipeError
 from volcano_pipelines.local.ports import free_port
@@ -122,7 +123,34 @@ def next_run_dir(logs: Path) -> Path:
     return logs / f"run-{max(taken, default=0) + 1}"
 
 
-def run_locally(workdir: Path, keep_tensorboard: bool) -> int:
+def summary_lines(synced: Any, data: Path, result: Any, metrics: dict, run_logs: Path, prediction: dict,
+                  tensorboard_url: str, logs: Path, keep_tensorboard: bool, seconds: float) -> list[str]:
+    """The summary the run on this machine prints (--json: the same as one object)."""
+    return [
+        "",
+        "== quickstart summary",
+        f"dataset        {synced.files_selected} files synced into {data} ({synced.copied} copied this run, "
+        f"{synced.skipped} already there)",
+        f"job            {result.namespace}/{result.name}: {result.phase} in {result.duration_seconds or 0:.1f}s, "
+        f"{result.retries} restart(s)",
+        *(f"restarted      {entry.get('text', entry)}" for entry in result.restarts),
+        "tasks          " + "; ".join(
+            f"{t}: " + ", ".join(f"{n} {'stopped by CompleteJob' if state == 'stopped' else state}"
+                                for state, n in c.items() if n)
+            for t, c in result.tasks.items()),
+        f"parameter server outlived the chief by {result.ps_linger_seconds or 0:.2f}s, then CompleteJob ended it",
+        f"trained        steps 1..{metrics['global_step']} into {run_logs}",
+        f"accuracy       {metrics['accuracy']:.3f} on held-out rows (loss {metrics['initial_loss']:.3f} -> "
+        f"{metrics['final_loss']:.3f})",
+        f"model          {metrics['export']} (version {Path(metrics['export']).name})",
+        f"prediction     label {prediction['label']}: probability {prediction['probability']:.3f}",
+        f"TensorBoard    {tensorboard_url} (every run in {logs})"
+        + ("" if keep_tensorboard else "; stopped at exit, --keep-tensorboard keeps it"),
+        f"total          {seconds:.0f}s",
+    ]
+
+
+def run_locally(workdir: Path, keep_tensorboard: bool, as_json: bool = False) -> int:
     started = time.monotonic()
     source, data, logs = workdir / "source", workdir / "data", workdir / "logs"
     say(f"working in {workdir}")
@@ -158,29 +186,21 @@ def run_locally(workdir: Path, keep_tensorboard: bool) -> int:
         predicted = subprocess.run([sys.executable, "-c", PREDICT, metrics["export"], str(data)], check=True,
                                    capture_output=True, text=True, env={**os.environ, **QUIET_TF})
         prediction = json.loads(predicted.stdout.strip().splitlines()[-1])
-        summary = [
-            "",
-            "== quickstart summary",
-            f"dataset        {synced.files_selected} files synced into {data} ({synced.copied} copied this run, "
-            f"{synced.skipped} already there)",
-            f"job            {result.namespace}/{result.name}: {result.phase} in {result.duration_seconds or 0:.1f}s, "
-            f"{result.retries} restart(s)",
-            *(f"restarted      {entry.get('text', entry)}" for entry in result.restarts),
-            "tasks          " + "; ".join(
-                f"{t}: " + ", ".join(f"{n} {'stopped by CompleteJob' if state == 'stopped' else state}"
-                                    for state, n in c.items() if n)
-                for t, c in result.tasks.items()),
-            f"parameter server outlived the chief by {result.ps_linger_seconds or 0:.2f}s, then CompleteJob ended it",
-            f"trained        steps 1..{metrics['global_step']} into {run_logs}",
-            f"accuracy       {metrics['accuracy']:.3f} on held-out rows (loss {metrics['initial_loss']:.3f} -> "
-            f"{metrics['final_loss']:.3f})",
-            f"model          {metrics['export']} (version {Path(metrics['export']).name})",
-            f"prediction     label {prediction['label']}: probability {prediction['probability']:.3f}",
-            f"TensorBoard    {tensorboard.url} (every run in {logs})"
-            + ("" if keep_tensorboard else "; stopped at exit, --keep-tensorboard keeps it"),
-            f"total          {time.monotonic() - started:.0f}s",
-        ]
-        print("\n".join(summary), flush=True)
+        if as_json:
+            print(json.dumps({
+                "dataset": {"source": str(source), "destination": str(data), "files": synced.files_selected,
+                            "copied": synced.copied, "skipped": synced.skipped, "bytes_copied": synced.bytes_copied},
+                "job": result.to_dict(),
+                "trained": {"steps": metrics["global_step"], "logs": str(run_logs), "accuracy": metrics["accuracy"],
+                            "initial_loss": metrics["initial_loss"], "final_loss": metrics["final_loss"]},
+                "model": {"export": metrics["export"], "version": int(Path(metrics["export"]).name)},
+                "prediction": prediction,
+                "tensorboard": {"url": tensorboard.url, "logs": str(logs), "kept": keep_tensorboard},
+                "seconds": round(time.monotonic() - started, 1),
+            }, indent=2, sort_keys=True), flush=True)
+        else:
+            print("\n".join(summary_lines(synced, data, result, metrics, run_logs, prediction, tensorboard.url, logs,
+                                           keep_tensorboard, time.monotonic() - started)), flush=True)
         if keep_tensorboard:
             say("TensorBoard keeps running; Ctrl-C stops it")
             try:
@@ -202,6 +222,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--code-url", default="http://files.example/tf-ps/",
                         help="where a cluster's pods fetch examples/tf-ps/ (with --render / --kubeconfig)")
     parser.add_argument("--keep-tensorboard", action="store_true", help="keep TensorBoard running at the end")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON: with --render the job, with --kubeconfig the training result, here the "
+                             "summary (dataset, job result, metrics, model, prediction, TensorBoard)")
     return parser
 
 
@@ -218,14 +241,15 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     try:
         if args.render:
-            sys.stdout.write(to_yaml(render_tf(JOB, **job_arguments(args.code_url))))
+            job = render_tf(JOB, **job_arguments(args.code_url))
+            sys.stdout.write(json.dumps(job, indent=2, sort_keys=True) + "\n" if args.json else to_yaml(job))
             sys.stdout.flush()
             return 0
         if args.kubeconfig:
             result = train_tf(JOB, kubeconfig=args.kubeconfig, **job_arguments(args.code_url))
             print(json.dumps(result.to_dict(), indent=2))
             return 0 if result.succeeded else 1
-        return run_locally(Path(args.workdir).absolute(), args.keep_tensorboard)
+        return run_locally(Path(args.workdir).absolute(), args.keep_tensorboard, args.json)
     except VpipeError as err:
         print(f"quickstart: error: {err}", file=sys.stderr)
         return err.exit_code

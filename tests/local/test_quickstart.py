@@ -6,6 +6,7 @@ SIGKILL while it trains, a re-run in the same work dir, and `--render` into a cl
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -70,6 +71,21 @@ def check_summary(quickstart: Quickstart, work: Path, run: int, copied: int) -> 
     assert (Path(export.group(1)) / "saved_model.pb").is_file()
 
 
+def check_summary_json(quickstart: Quickstart, work: Path, run: int, copied: int) -> None:
+    """--json: the summary as one object, the job's result as `train --json` gives it."""
+    summary = json.loads(quickstart.stdout())
+    job = summary["job"]
+    assert (job["phase"], job["retries"], job["name"]) == ("Completed", 0, "quickstart"), job
+    assert job["tasks"]["chief"]["succeeded"] == 1 and job["tasks"]["ps"]["stopped"] == 1, job["tasks"]
+    assert summary["dataset"]["files"] == 11 and summary["dataset"]["copied"] == copied
+    assert summary["dataset"]["skipped"] == 11 - copied
+    run_dir = work / "logs" / f"run-{run}"
+    assert summary["trained"]["steps"] == 300 and summary["trained"]["logs"] == str(run_dir)
+    assert summary["model"]["version"] == 300 and Path(summary["model"]["export"]).is_relative_to(run_dir)
+    assert summary["prediction"]["label"] in ("0", "1") and 0 <= summary["prediction"]["probability"] <= 1
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", summary["tensorboard"]["url"]), summary["tensorboard"]
+
+
 def test_quickstart_runs_the_whole_workflow_and_again_and_stops_cleanly(tmp_path: Path) -> None:
     work = tmp_path / "work"
     first = Quickstart(tmp_path, "first", "--workdir", str(work), "--keep-tensorboard")
@@ -87,9 +103,10 @@ def test_quickstart_runs_the_whole_workflow_and_again_and_stops_cleanly(tmp_path
         assert_no_leak(tmp_path, settle_seconds=10)
 
         # Again in the same work dir: nothing to copy, a fresh training run of its own.
-        second = Quickstart(tmp_path, "second", "--workdir", str(work), "--keep-tensorboard")
+        # With --json: the same summary as one object on stdout.
+        second = Quickstart(tmp_path, "second", "--workdir", str(work), "--keep-tensorboard", "--json")
         second.wait_for("TensorBoard keeps running; Ctrl-C stops it")
-        check_summary(second, work, run=2, copied=0)
+        check_summary_json(second, work, run=2, copied=0)
         assert "resumed" not in second.stderr()
         # SIGTERM while TensorBoard runs: it goes too.
         assert second.stop(signal.SIGTERM) == 128 + signal.SIGTERM, second.stderr()[-3000:]

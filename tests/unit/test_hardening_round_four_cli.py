@@ -308,8 +308,7 @@ def test_quickstart_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0, err
     code, as_yaml, _ = _run(capsys, "quickstart", "--render", *url)
     assert json.loads(as_json) == yaml.safe_load(as_yaml)
-    code, out, err = _run(capsys, "quickstart", "--json")
-    assert code == 2 and out == "" and err.startswith("vpipe: error: invalid --json: with --render or --kubeconfig"), err
+    # The run on this machine prints its summary as JSON too: tests/local/test_quickstart.py.
 
 
 @pytest.mark.usefixtures("no_default_kubeconfig")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import sys
 from types import ModuleType
 
@@ -45,9 +44,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         for action in q._actions:  # every value a flag takes when not given, in its help, as the step commands show it
             if action.default not in (None, False, argparse.SUPPRESS) and action.help and "default" not in action.help:
                 action.help += " (default %(default)s)"
-        q.add_argument("--json", action="store_true",
-                       help="with --render: the job as JSON; with --kubeconfig: the training result as JSON (what it "
-                            "prints anyway); not for the run on this machine, which prints a summary")
     q.set_defaults(handler=lambda args: _quickstart(quickstart, args), parser=q)
     e = subparsers.add_parser(
         "examples", help="copy the examples (quickstart, TF / MPI training code, sample data) into a directory",
@@ -61,8 +57,6 @@ def _quickstart(module: ModuleType | None, args: argparse.Namespace) -> int:
     if module is None:
         examples_dir()  # raises ExamplesMissing, naming what is missing
         raise AssertionError("unreachable")
-    if args.json and not args.render and not args.kubeconfig:
-        raise InputError("--json", True, "with --render or --kubeconfig: the run on this machine prints its summary")
     if args.kubeconfig:  # checked here, where the error names --kubeconfig as every command's does
         from volcano_pipelines.steps import target_namespace
 
@@ -79,11 +73,6 @@ def _quickstart(module: ModuleType | None, args: argparse.Namespace) -> int:
     if not args.render and not args.kubeconfig and importlib.util.find_spec("tensorflow") is None:
         raise MissingTrainExtra("training on this machine needs TensorFlow, which is not installed: "
                                 "pip install 'volcano-pipelines[train]' (or --render / --kubeconfig)")
-    if args.json and args.render:
-        from volcano_pipelines.steps import render_tf
-
-        print(json.dumps(render_tf(module.JOB, **module.job_arguments(args.code_url)), indent=2, sort_keys=True))
-        return EXIT_OK
     return int(module.run(args))
 
 
