@@ -110,9 +110,11 @@ def test_a_stopped_tf2_worker_is_named_in_time_and_the_job_goes_on_once_it_runs_
     assert named is not None, (progress.notes, output)
     # Named after the stall timeout (less the last beat or read before the stop, never sooner) and soon after.
     assert STALL_TIMEOUT - 3 <= named - stopped[0] <= NAMED_WITHIN, (named - stopped[0], progress.notes)
-    # Only the stopped worker is silent; the chief waiting for it made no progress either.
+    # Only the stopped worker is silent, no parameter server is named. The chief waiting for it
+    # is named with it when its own last step is as old; on a loaded machine (a CI run) it
+    # reported a step after the worker stopped, and the first note named the worker alone.
     episode = next(note for note in progress.notes if re.search(r"stalled: .*worker\[1\]", note))
-    assert "worker[1] (no heartbeat)" in episode and "chief[0]" in episode and "ps[" not in episode, progress.notes
+    assert "worker[1] (no heartbeat)" in episode and "ps[" not in episode, progress.notes
     # Once it ran again, the job went on to its end: nothing restarted, the stall cleared.
     assert result.phase == "Completed" and result.retries == 0, (result, output)
     assert any("no task stalled any more" in note for note in progress.notes)
