@@ -244,6 +244,22 @@ class GlusterVolume:
             _run("umount", "-l", str(self.loop_mount), check=False)
 
 
+GLUSTERD_LOG = Path("/var/log/glusterfs/glusterd.log")
+
+
+def _glusterd_refusal() -> str:
+    """Why glusterd exited at start: it prints nothing, its log's last errors say (a listener
+    that could not bind: who holds the management port)."""
+    try:
+        lines = GLUSTERD_LOG.read_text(errors="replace").splitlines()[-200:]
+    except OSError as exc:
+        return f"(no log: {exc})"
+    starts = [i for i, line in enumerate(lines) if "Started running" in line]
+    errors = [line for line in lines[starts[-1] if starts else 0:] if "] E [" in line][:3]
+    holder = _run("ss", "-Hltnp", "sport = :24007", check=False).stdout.strip() if shutil.which("ss") else ""
+    return "; ".join(errors) + (f"; port 24007 held by: {holder}" if holder else "")
+
+
 @contextlib.contextmanager
 def glusterd_turn() -> Iterator[None]:
     """One test session at a time at glusterd (starting it, creating or removing volumes,
@@ -274,7 +290,9 @@ class Gluster:
             raise Unavailable(reason)
         with glusterd_turn():
             if _run("pgrep", "-x", "glusterd", check=False).returncode != 0:
-                _run("glusterd")  # daemonizes; remember its pid to stop exactly that process
+                started = _run("glusterd", check=False)  # daemonizes; remember its pid to stop exactly that process
+                if started.returncode != 0:
+                    raise RuntimeError(f"glusterd failed ({started.returncode}): {_glusterd_refusal()}")
                 found = _run("pgrep", "-x", "glusterd", check=False).stdout.split()
                 self.glusterd_pid = int(found[0]) if found else None
             self._wait_for_glusterd()

@@ -10,7 +10,11 @@ Two ways a port found free is lost before its server binds it (after importing T
 - Another process picking ports at the same time (two local jobs, control planes started side
   by side by the tests) can pick the same one. Each port handed out is reserved for a few
   minutes by a file of its number in a directory shared by this user's processes (checked and
-  made under a lock of that directory), and is not handed out again until then."""
+  made under a lock of that directory), and is not handed out again until then.
+And one way a port is lost later: a daemon that listens on a fixed number in that span starts
+after the port was handed out (CI saw glusterd refuse to start, `Address already in use` on
+24007, while a test control plane's server held it). The fixed ports of the daemons that run
+on a training or test machine are never handed out."""
 
 from __future__ import annotations
 
@@ -30,6 +34,13 @@ LOWEST_PORT = 10000
 # Fewer ports than this below the ephemeral range: fall back to asking the kernel for one.
 FEWEST_CANDIDATES = 1000
 ATTEMPTS = 200
+# Fixed ports of daemons that run beside local jobs and test servers (Kubernetes node and
+# control-plane components, GlusterFS's management daemon, Istio's sidecar): never handed out.
+SERVICE_PORTS = frozenset({
+    10248, 10249, 10250, 10255, 10256, 10257, 10259,  # kubelet, kube-proxy, controller manager, scheduler
+    24007, 24008,  # glusterd (TCP management, RDMA)
+    15000, 15001, 15004, 15006, 15008, 15009, 15020, 15021, 15090,  # Istio's sidecar
+})
 # How long a port handed out stays reserved: its server binds it well within this.
 RESERVED_SECONDS = 600.0
 
@@ -87,6 +98,6 @@ def free_port(address: str = LOCAL_ADDRESS, *, path: Path | None = None, choose:
     directory = reservations or reservations_dir()
     for _ in range(ATTEMPTS):
         port = pick.randrange(LOWEST_PORT, span[0]) if span is not None and below else _kernel_port(address)
-        if _bindable(port, address) and reserve(port, directory):
+        if port not in SERVICE_PORTS and _bindable(port, address) and reserve(port, directory):
             return port
     raise OSError(f"no free port on {address} after {ATTEMPTS} tries")

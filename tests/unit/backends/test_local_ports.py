@@ -56,6 +56,15 @@ def test_a_port_something_is_bound_to_is_never_given(tmp_path: Path) -> None:
         assert ports.free_port(path=path, choose=Offers([busy, busy, 20001]), reservations=tmp_path / "r") == 20001
 
 
+def test_fixed_ports_of_node_daemons_are_never_given(tmp_path: Path) -> None:
+    # glusterd binds 24007 when a test session starts it; a control plane that got 24007 earlier
+    # made it exit 1 ("Address already in use") and every GlusterFS test of that CI run erred.
+    path = _range_file(tmp_path, "32768 60999")
+    offers = Offers([24007, 10250, 24008, 20003])
+    assert ports.free_port(path=path, choose=offers, reservations=tmp_path / "r") == 20003
+    assert not (tmp_path / "r" / "24007").exists()
+
+
 def test_a_port_reserved_by_another_caller_is_passed_over_until_the_reservation_is_stale(tmp_path: Path) -> None:
     path, directory = _range_file(tmp_path, "32768 60999"), tmp_path / "r"
     assert ports.free_port(path=path, choose=Offers([20001]), reservations=directory) == 20001
