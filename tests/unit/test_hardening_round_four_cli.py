@@ -379,6 +379,15 @@ def test_ps_shows_a_local_pod_by_a_label_not_its_inline_script(tmp_path: Path) -
         proc.wait(30)
 
 
+def test_a_local_pod_running_the_entry_script_is_labelled_by_its_name() -> None:
+    """The entry script runs from the environment (volcano/entrypoint.py): the shim's label is
+    its name and the task's arguments."""
+    from volcano_pipelines.local.processes import command_label
+    from volcano_pipelines.volcano.entrypoint import ENTRY_COMMAND
+
+    assert command_label([*ENTRY_COMMAND, "--job_name", "worker"]) == ["vpipe-entry", "--job_name", "worker"]
+
+
 def _group(pid: int) -> int | None:
     import os
 

@@ -29,7 +29,7 @@ from volcano_pipelines.kube.pods import literal
 from volcano_pipelines.volcano.common import DATA_VOLUME, LOG_VOLUME
 from volcano_pipelines.volcano.slices import TASK_OFFSET_ENV
 from volcano_pipelines.volcano.tf_cluster import ADDRESSES_ENV
-from volcano_pipelines.volcano.entrypoint import MPI_MASTER_SCRIPT, MPI_WORKER_SCRIPT, TF_SCRIPT, container_command
+from volcano_pipelines.volcano.entrypoint import ENTRY_SCRIPT_ENV, MPI_MASTER_SCRIPT, MPI_WORKER_SCRIPT, TF_SCRIPT
 
 LOCAL_ADDRESS = "127.0.0.1"
 TF_TASKS_ENV = "VPIPE_TF_TASKS"  # set in every task of a TF job (volcano/tf.py)
@@ -42,9 +42,6 @@ POD_UID_ENV = "VPIPE_LOCAL_POD_UID"
 # hostfile has one node, and mpiexec must place all ranks on it.
 PRTE_MAPPING_ENV = "PRTE_MCA_rmaps_default_mapping_policy"
 
-_TF_COMMAND = container_command(TF_SCRIPT)
-_MPI_MASTER_COMMAND = container_command(MPI_MASTER_SCRIPT)
-_MPI_WORKER_COMMAND = container_command(MPI_WORKER_SCRIPT)
 
 
 @dataclass(frozen=True)
@@ -258,7 +255,7 @@ def plan_job(
         return local_ports[(pod, port)]
 
     # Every mpiworker "sshd" listens on the one port the master checks (one address here).
-    ssh_port = allocate_port() if any(_is_command(t, _MPI_WORKER_COMMAND) for t in job["spec"]["tasks"]) else None
+    ssh_port = allocate_port() if any(_runs_script(t, MPI_WORKER_SCRIPT) for t in job["spec"]["tasks"]) else None
     rewrite_hosts = host_rewriter(job, port_of)
     plans: list[ReplicaPlan] = []
     for t_pos, task in enumerate(job["spec"]["tasks"]):
@@ -288,19 +285,20 @@ def plan_job(
             storage = [(env[key], local) for key, local in (("VPIPE_DATA_DIR", layout.data_dir),
                                                             ("VPIPE_LOG_DIR", layout.log_dir)) if key in env]
             all_mounts = mounts + [m for m in storage if m[0] not in {mp for mp, _ in mounts}]
-            env = {key: remap_path(rewrite_hosts(value), all_mounts) for key, value in env.items()}
+            env = {key: value if key == ENTRY_SCRIPT_ENV else remap_path(rewrite_hosts(value), all_mounts)
+                   for key, value in env.items()}
             if TF_TASKS_ENV in env:
                 # Pods have no DNS names of their own here: the entry point takes every task's
                 # address (this machine, a port per pod) from a file instead of the svc plugin's.
                 env[ADDRESSES_ENV] = f"{layout.svc_dir}/{TF_ADDRESSES_FILE}"
             argv = [expand(part, env) for part in [*(container.get("command") or []), *(container.get("args") or [])]]
             standin = None
-            if _is_command(task, _MPI_WORKER_COMMAND):
+            if _runs_script(task, MPI_WORKER_SCRIPT):
                 # mpiexec starts every rank on this machine without ssh; the workers only need
                 # to answer on the ssh port the master waits for.
                 standin = "sshd"
                 argv = [python, sshd_standin, "--address", LOCAL_ADDRESS, "--port", str(ssh_port)]
-            if _is_command(task, _MPI_MASTER_COMMAND):
+            if _runs_script(task, MPI_MASTER_SCRIPT):
                 env["VPIPE_SSH_PORT"] = str(ssh_port)
                 env.setdefault(PRTE_MAPPING_ENV, ":oversubscribe")
                 if "VPIPE_WORKER_HOSTFILE" in env:
@@ -322,7 +320,7 @@ def plan_job(
                 code_url=env.get("VPIPE_CODE_URL") or None,
                 code_sha256=env.get("VPIPE_CODE_SHA256") or None,
                 code_path=env.get("VPIPE_CODE_PATH") or None,
-                entry=env.get("VPIPE_ENTRY") if _is_command(task, _TF_COMMAND) else None,
+                entry=env.get("VPIPE_ENTRY") if _runs_script(task, TF_SCRIPT) else None,
                 standin=standin,
                 ports={port: local for (p, port), local in local_ports.items() if p == pod},
                 tmp_dir=tmp_dir,
@@ -353,9 +351,11 @@ def nodes_file() -> str:
     return LOCAL_ADDRESS + "\n"
 
 
-def _is_command(task: Mapping[str, Any], command: list[str]) -> bool:
+def _runs_script(task: Mapping[str, Any], script: str) -> bool:
+    """Whether the task's container runs this entry script of ours (volcano/entrypoint.py)."""
     containers = task["template"]["spec"].get("containers") or []
-    return bool(containers) and list(containers[0].get("command") or []) == [literal(part) for part in command]
+    env = containers[0].get("env") or [] if containers else []
+    return any(e.get("name") == ENTRY_SCRIPT_ENV and e.get("value") == literal(script) for e in env)
 
 
 def coordinator_note(job: Mapping[str, Any]) -> str | None:

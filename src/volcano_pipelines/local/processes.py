@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from volcano_pipelines.local.plan import POD_UID_ENV, ReplicaPlan
+from volcano_pipelines.volcano.entrypoint import ENTRY_COMMAND, SCRIPT_NAME
 
 PROC = Path("/proc")
 SHIM = str(Path(__file__).with_name("shim.py"))
@@ -38,7 +39,10 @@ SHIM_KILL_WAIT_SECONDS = 5.0
 def command_label(argv: list[str]) -> list[str]:
     """What `ps` shows for a pod's shim: its command, with an inline script of several lines
     (`bash -c SCRIPT vpipe-entry ARGS`, `python3 -c CODE`) named by its size instead of printed
-    (`vpipe-entry (151-line bash script) --job_name worker ...`)."""
+    (`vpipe-entry (151-line bash script) --job_name worker ...`); our entry command by its name
+    (`vpipe-entry --job_name worker ...`)."""
+    if tuple(argv[:4]) == ENTRY_COMMAND:  # our entry script, which runs from the environment
+        return [SCRIPT_NAME, *argv[4:]]
     if len(argv) >= 3 and argv[1] == "-c" and "\n" in argv[2]:
         program, lines = Path(argv[0]).name, len(argv[2].splitlines())
         name = argv[3] if len(argv) > 3 else program

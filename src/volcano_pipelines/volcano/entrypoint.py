@@ -3,8 +3,11 @@ environment and from positional arguments, never from the script text itself. Th
 keeps args, env values, URLs and paths verbatim whatever they contain (no shell injection):
 the scripts are constants, and bash never re-parses a parameter's value.
 
-Container argv is `bash -c SCRIPT vpipe-entry ARG...`, so `$@` inside the script is exactly
-the user's ARG list."""
+Container argv is `bash -c RUN_ENTRY_SCRIPT vpipe-entry ARG...` with the script itself in the
+environment (VPIPE_ENTRY_SCRIPT), so `$@` inside the script is exactly the user's ARG list, and
+`ps` in the pod shows one short line while the script fetches code and builds the cluster
+(the script text as argv was a 150-line command there). The script unsets the variable before
+it runs anything: user code never inherits it."""
 
 from __future__ import annotations
 
@@ -228,5 +231,12 @@ exec mpiexec --allow-run-as-root --hostfile "$hostfile" -np "$np" "${mpiexec_arg
 '''
 
 
-def container_command(script: str) -> list[str]:
-    return ["bash", "-c", script, SCRIPT_NAME]
+ENTRY_SCRIPT_ENV = "VPIPE_ENTRY_SCRIPT"
+RUN_ENTRY_SCRIPT = f'vpipe_entry_script="${ENTRY_SCRIPT_ENV}"; unset {ENTRY_SCRIPT_ENV}; eval "$vpipe_entry_script"'
+ENTRY_COMMAND = ("bash", "-c", RUN_ENTRY_SCRIPT, SCRIPT_NAME)
+
+
+def entry_script_env(script: str) -> dict[str, str]:
+    """The container's first variable: the entry script ENTRY_COMMAND runs (first, so that no
+    `$(VAR)` of the kubelet's expansion refers to anything before it)."""
+    return {"name": ENTRY_SCRIPT_ENV, "value": script}

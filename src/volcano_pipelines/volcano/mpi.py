@@ -14,7 +14,7 @@ from volcano_pipelines.volcano.common import (
     task,
     volumes_and_mounts,
 )
-from volcano_pipelines.volcano.entrypoint import MPI_MASTER_SCRIPT, MPI_WORKER_SCRIPT, container_command
+from volcano_pipelines.volcano.entrypoint import ENTRY_COMMAND, MPI_MASTER_SCRIPT, MPI_WORKER_SCRIPT, entry_script_env
 from volcano_pipelines.volcano.slices import TASK_OFFSET_ENV, plan_slices, split_min_available, svc_host_file
 from volcano_pipelines.volcano.spec import DEFAULT_MPI_IMAGE, MPIJobSpec
 from volcano_pipelines.kube.validate import check_manifest_size
@@ -49,9 +49,10 @@ def build_mpi_job(spec: MPIJobSpec) -> dict[str, Any]:
         role=spec.master,
         image=spec.master.image or image,
         container_name="mpimaster",
-        command=container_command(MPI_MASTER_SCRIPT),
+        command=ENTRY_COMMAND,
         args=[*spec.mpiexec_args, *spec.command],
         env=[
+            entry_script_env(MPI_MASTER_SCRIPT),
             {"name": "VPIPE_ROLE", "value": MASTER},
             {"name": "VPIPE_MPIEXEC_NARGS", "value": str(len(spec.mpiexec_args))},
             *shared_env,
@@ -69,9 +70,9 @@ def build_mpi_job(spec: MPIJobSpec) -> dict[str, Any]:
             role=spec.worker,
             image=spec.worker.image or image,
             container_name="mpiworker",
-            command=container_command(MPI_WORKER_SCRIPT),
+            command=ENTRY_COMMAND,
             args=[],
-            env=[{"name": "VPIPE_ROLE", "value": WORKER}, *offset, *shared_env],
+            env=[entry_script_env(MPI_WORKER_SCRIPT), {"name": "VPIPE_ROLE", "value": WORKER}, *offset, *shared_env],
             volumes=volumes,
             mounts=mounts,
             ports=[{"name": "ssh", "containerPort": 22, "protocol": "TCP"}],

@@ -15,7 +15,7 @@ from volcano_pipelines.volcano.common import (
     task,
     volumes_and_mounts,
 )
-from volcano_pipelines.volcano.entrypoint import TF_SCRIPT, container_command
+from volcano_pipelines.volcano.entrypoint import ENTRY_COMMAND, TF_SCRIPT, entry_script_env
 from volcano_pipelines.volcano.slices import TASK_OFFSET_ENV, plan_slices, split_min_available
 from volcano_pipelines.volcano.spec import DEFAULT_TF_IMAGE, Role, TFJobSpec
 from volcano_pipelines.kube.validate import check_manifest_size
@@ -70,9 +70,9 @@ def build_tf_job(spec: TFJobSpec) -> dict[str, Any]:
                 role=role,
                 image=role.image or spec.job.image or DEFAULT_TF_IMAGE,
                 container_name="tensorflow",
-                command=container_command(TF_SCRIPT),
+                command=ENTRY_COMMAND,
                 args=spec.args,
-                env=[{"name": "VPIPE_ROLE", "value": role_name}, *offset, *shared_env],
+                env=[entry_script_env(TF_SCRIPT), {"name": "VPIPE_ROLE", "value": role_name}, *offset, *shared_env],
                 volumes=volumes,
                 mounts=mounts,
                 ports=[{"name": "tfjob-port", "containerPort": spec.port, "protocol": "TCP"}],

@@ -48,6 +48,11 @@ def test_a_leftover_without_the_pod_marker_dies_with_the_process_group() -> None
     assert proc.stdout is not None
     leftover = int(proc.stdout.readline())
     try:
+        # $! is printed when the child is forked; its environment is bash's until `env -i` runs
+        # sleep (a VPIPE_* variable of the test's own environment was seen there).
+        deadline = time.monotonic() + 10
+        while not Path(f"/proc/{leftover}/cmdline").read_bytes().startswith(b"/bin/sleep") and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert _alive(leftover) and b"VPIPE" not in Path(f"/proc/{leftover}/environ").read_bytes()
         assert os.getpgid(leftover) == proc.pid
         plan = SimpleNamespace(task="worker", index=0)

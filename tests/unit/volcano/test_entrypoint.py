@@ -59,6 +59,13 @@ def file_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
 def run_container(job: dict, task: str, tmp: Path, *, task_index: int = 0, extra_env: dict[str, str] | None = None,
                   path_prefix: str | None = None) -> subprocess.CompletedProcess:
     """Run a task's container command as the kubelet would: argv = command + args, env = env."""
+    argv, env = container_process(job, task, tmp, task_index=task_index, extra_env=extra_env, path_prefix=path_prefix)
+    return subprocess.run(argv, env=env, cwd=tmp, capture_output=True, timeout=60)
+
+
+def container_process(job: dict, task: str, tmp: Path, *, task_index: int = 0, extra_env: dict[str, str] | None = None,
+                      path_prefix: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """A task's container as the kubelet starts it: (argv, env)."""
     container = next(t for t in job["spec"]["tasks"] if t["name"] == task)["template"]["spec"]["containers"][0]
     # The kubelet expands $(VAR) in env values (in order) and in command and args.
     defined: dict[str, str] = {}
@@ -70,8 +77,7 @@ def run_container(job: dict, task: str, tmp: Path, *, task_index: int = 0, extra
     env.update({"VK_TASK_INDEX": str(task_index), "VPIPE_TEST_OUT": str(tmp / "out.json"), "HOME": str(tmp)})
     env["PATH"] = (path_prefix + os.pathsep if path_prefix else "") + os.environ["PATH"]
     env.update(extra_env or {})
-    argv = [expand(part, defined) for part in container["command"] + container["args"]]
-    return subprocess.run(argv, env=env, cwd=tmp, capture_output=True, timeout=60)
+    return [expand(part, defined) for part in container["command"] + container["args"]], env
 
 
 def svc_hosts(job: dict, task: str) -> list[str]:
@@ -128,6 +134,30 @@ def test_worker_gets_contract_args_tf_config_and_fetched_directory(file_server: 
     whole = json.loads(Path(got["env"]["VPIPE_CLUSTER_FILE"]).read_text())
     assert whole == {"ps": ["mnist-ps-0.mnist:2222", "mnist-ps-1.mnist:2222"],
                      "worker": [f"mnist-worker-{i}.mnist:2222" for i in range(3)]}
+    assert "VPIPE_ENTRY_SCRIPT" not in got["env"]  # the entry script's text is not the user's
+
+
+def test_ps_in_the_pod_shows_one_short_line_while_the_code_is_fetched(tmp_path: Path) -> None:
+    """Issue 42, item 17: `ps` showed the 150-line entry script as every task's command while
+    it fetched the code. A server that accepts and never answers keeps the fetch going while
+    the container's command line is read."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        job = tf_job(f"http://127.0.0.1:{silent.getsockname()[1]}/mnist/", args=("--epochs=3",))
+        argv, env = container_process(job, "worker", tmp_path, task_index=1)
+        proc = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            silent.settimeout(30)
+            connection, _ = silent.accept()  # the fetch has begun: the script is running
+            shown = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[:-1]
+            connection.close()
+        finally:
+            proc.kill()
+            proc.wait()
+    line = b" ".join(shown).decode()
+    assert b"\n" not in b"".join(shown) and len(line) < 160, line
+    assert shown[:2] == [b"bash", b"-c"] and shown[3:] == [b"vpipe-entry", b"--epochs=3"]
 
 
 def test_a_worker_of_a_later_task_of_its_role_is_numbered_from_the_tasks_offset(

@@ -52,14 +52,15 @@ def test_master_runs_mpiexec_over_hostfile_with_slots() -> None:
     assert e["VPIPE_MPIEXEC_NARGS"] == "2"
     assert e["VPIPE_SLOTS_PER_WORKER"] == "4" and e["VPIPE_NUM_WORKERS"] == "2"
     assert e["VPIPE_WORKER_HOSTFILE"] == "/etc/volcano/mpiworker.host"
-    script = master["command"][2]
+    script = e["VPIPE_ENTRY_SCRIPT"]
     assert "mpiexec" in script and "--hostfile" in script and "slots=" in script
 
 
 def test_workers_run_sshd_in_foreground() -> None:
     worker = tasks(build_mpi_job(spec()))["mpiworker"]["template"]["spec"]["containers"][0]
     # What bash receives once the kubelet has expanded $(VAR) and turned $$ into $.
-    assert 'exec "${VPIPE_SSHD:-/usr/sbin/sshd}" -D -e' in expand(worker["command"][2], {})
+    script = next(item["value"] for item in worker["env"] if item["name"] == "VPIPE_ENTRY_SCRIPT")
+    assert 'exec "${VPIPE_SSHD:-/usr/sbin/sshd}" -D -e' in expand(script, {})
     assert worker["args"] == []
     assert worker["ports"] == [{"name": "ssh", "containerPort": 22, "protocol": "TCP"}]
 

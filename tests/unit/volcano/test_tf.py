@@ -236,6 +236,7 @@ def test_user_args_are_container_args_and_script_is_constant() -> None:
     assert [expand(arg, {}) for arg in ca["args"]] == list(hostile)
     assert ca["args"][1] == "$$(rm -rf /)"
     assert ca["command"] == cb["command"]  # user data never reaches the script text
+    assert ca["env"][0] == cb["env"][0] and ca["env"][0]["name"] == "VPIPE_ENTRY_SCRIPT"
     assert ca["command"][:2] == ["bash", "-c"]
 
 

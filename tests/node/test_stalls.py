@@ -1,0 +1,113 @@
+"""A hung task on the real node (issue 41, docs/progress.md "Hung tasks"): one worker's
+container frozen with SIGSTOP from the host (its pod stays Running, as a hung or frozen
+container's does) while the job trains; the train step names it within --stall-timeout and,
+with --on-stall fail, aborts the job and says why. Real containers, real TensorFlow, the
+examples' heartbeat over the pod network. Uses the fixtures of test_training.py."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.node import test_training as training
+from tests.node.test_training import QUIET_TF, Volumes, placement
+from volcano_pipelines.images import TF_TRAINER_IMAGE
+from volcano_pipelines.steps import train_tf
+
+node, code_url, volumes = training.node, training.code_url, training.volumes
+
+pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers,
+              pytest.mark.hdfs, pytest.mark.gluster]
+
+STALL_TIMEOUT = 20
+
+
+def pod_processes(pod: str) -> list[int]:
+    """The host's processes of a pod's app container: the kubelet sets HOSTNAME to the pod's
+    name in its environment (the pause container has none)."""
+    marker = f"HOSTNAME={pod}\0".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if marker in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+    return found
+
+
+class Freezer:
+    """Freezes `pod` once `reporter` has logged a progress step past `step`; thaws it at close
+    (so that the kubelet's SIGTERM reaches it when the job is torn down)."""
+
+    def __init__(self, cluster: Any, namespace: str, pod: str, reporter: str, step: int) -> None:
+        from kubernetes import client
+
+        self.core = client.CoreV1Api(cluster.api_client())
+        self.namespace, self.pod, self.reporter, self.step = namespace, pod, reporter, step
+        self.frozen: list[int] = []
+        self.at: float | None = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def reported(self) -> int:
+        from kubernetes import client
+
+        try:
+            text = self.core.read_namespaced_pod_log(self.reporter, self.namespace, container="tensorflow", tail_lines=40)
+        except client.ApiException:
+            return -1
+        return max((int(s) for s in re.findall(r"vpipe:progress step=(\d+)", text)), default=-1)
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 420
+        while not self.done.wait(1.0) and time.monotonic() < deadline:
+            if self.reported() >= self.step:
+                pids = pod_processes(self.pod)
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGSTOP)
+                self.frozen, self.at = pids, time.monotonic()
+                return
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join(timeout=10)
+        for pid in self.frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+def test_a_frozen_worker_container_is_named_and_on_stall_fail_aborts_the_job(
+        cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes) -> None:
+    # TF1 between-graph: worker 0 (the chief) trains on while worker 1 is frozen, so only
+    # worker 1 goes silent; without the stall it would train for hours.
+    freezer = Freezer(cluster, namespace, "hung-worker-1", "hung-worker-0", 100)
+    try:
+        result = train_tf(
+            "hung", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
+            ps=1, workers=2, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc, log_pvc=volumes.log_pvc,
+            args=["--api=tf1", "--steps=1000000", "--threads=1", "--log_every=20", "--checkpoint_every=1000"],
+            env={"": QUIET_TF}, timeout=600, progress_interval=2, stall_timeout=STALL_TIMEOUT, on_stall="fail",
+            **placement(node),
+        )
+        ended = time.monotonic()
+    finally:
+        freezer.close()
+    assert freezer.frozen and freezer.at is not None, f"worker 1 was never frozen: {result.to_dict()}"
+    assert not result.succeeded and result.phase == "Aborted", result.to_dict()
+    assert result.message is not None and result.message.startswith("stalled: worker[1] (no heartbeat) for "), result
+    assert result.stalled is not None and result.stalled["tasks"] == "worker[1]", result.stalled
+    # Named after the timeout, never before it, and within a couple of minutes of the freeze.
+    took = ended - freezer.at
+    assert STALL_TIMEOUT - 3 <= took <= STALL_TIMEOUT + 120, took
+    print(f"\nreal node: worker 1 frozen ({len(freezer.frozen)} processes); the step aborted the job "
+          f"{took:.0f} s later: {result.message}")
