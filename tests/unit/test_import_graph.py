@@ -99,8 +99,9 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
     "backends/local.py": (420, "the local backend's protocol side: submit/attach, sessions, and now the progress "
                                "annotations and the post-mortem record over the runner's pods; to split: the "
                                "post-mortem collection (into backends/postmortem.py)"),
-    "steps/_waiting.py": (435, "the wait policy written once against the backend protocol: its loop, the gang "
-                                "hints, the timeout and --on-stall actions (abort with the record first, restart), "
+    "steps/_waiting.py": (445, "the wait policy written once against the backend protocol: its loop, the gang "
+                                "hints, the controller-stuck note, the timeout and --on-stall actions (abort with "
+                                "the record first, restart), "
                                 "and the stop signals; to split: the stop-signal handling"),
     "volcano/postmortem.py": (430, "the pure post-mortem record: pod entries (with the run each belongs to), bounds "
                                    "and the Markdown summary; to split: the Markdown rendering"),

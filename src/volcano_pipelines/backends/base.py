@@ -50,6 +50,11 @@ class JobSession(Protocol):
         """Ask the controller to look at the job again (Volcano: a SyncJob Command)."""
         ...
 
+    def controller_warning(self) -> str | None:
+        """The controller's newest warning about the job (`reason: message`), asked only when
+        it should have completed the job and has not (volcano/completion.py)."""
+        ...
+
     def restart(self, reason: str) -> None:
         """Restart the job now, every pod (Volcano: a RestartJob Command); counted in retryCount."""
         ...

@@ -13,6 +13,7 @@ from volcano_pipelines.k8s import volcano as k8s_volcano
 from volcano_pipelines.k8s.client import Cluster
 from volcano_pipelines.k8s.errors import Forbidden, NotFound
 from volcano_pipelines.labels import POD_NAME_ENV
+from volcano_pipelines.volcano.completion import newest_warning
 from volcano_pipelines.volcano.status import (
     ended_before_start,
     podgroup_name,
@@ -93,6 +94,9 @@ class ClusterSession:
 
     def nudge(self) -> None:
         k8s_volcano.send_command(self.cluster, self.job, "SyncJob", "PendingAfterInqueue")
+
+    def controller_warning(self) -> str | None:
+        return newest_warning(k8s_pods.job_events(self.cluster, self.namespace, self.name, self._missing))
 
     def restart(self, reason: str) -> None:
         """Volcano restarts the job (every pod deleted and created again, retryCount + 1): a

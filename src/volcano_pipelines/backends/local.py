@@ -293,6 +293,9 @@ class LocalSession:
     def nudge(self) -> None:
         """Nothing to nudge: this backend's controller never misses a change."""
 
+    def controller_warning(self) -> str | None:
+        return None  # this backend's controller acts on the job at once: nothing to warn of
+
     def abort(self, reason: str) -> str:
         self._runner.abort(reason)
         return "aborted"

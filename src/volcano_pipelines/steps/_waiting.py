@@ -25,6 +25,7 @@ from volcano_pipelines.signals import stop_signals_handled_by
 from volcano_pipelines.steps._follow import FollowPolicy, Follower, fill_result, result_from_annotations
 from volcano_pipelines.steps._restarts import RestartTracker, finish_result, save_post_mortem
 from volcano_pipelines.steps._results import TrainResult
+from volcano_pipelines.volcano.completion import CompletionWatch
 from volcano_pipelines.volcano.stalls import ON_STALL_FAIL, ON_STALL_RESTART, Stall
 from volcano_pipelines.volcano.summary import JobSummary, abnormal_pods
 from volcano_pipelines.volcano.status import (
@@ -65,6 +66,9 @@ class WaitPolicy:
     # was missed by the job controller (seen after an API server restart: an informer
     # re-list swallowed the phase change); a nudge makes it look again.
     stuck_admitted_seconds: float = 30
+    # A Running job whose completion condition has held this long without Volcano completing
+    # it: the controller is behind or cannot act (volcano/completion.py); shown as the problem.
+    controller_grace_seconds: float = 60
     # Following the training's progress reports (steps/_follow.py, docs/progress.md).
     follow: FollowPolicy = FollowPolicy()
     # What a stalled task (follow.stall_timeout_seconds) does: warn | fail | restart.
@@ -175,13 +179,14 @@ class _Waiter:
         self.admitted_since: float | None = None
         self.admitted_pods: object = None  # the job's pod counts when admitted_since was set
         self.last_nudge: float | None = None
+        self.completion = CompletionWatch(grace_seconds=policy.controller_grace_seconds)
         self.follower = Follower(session, job, progress, clock, policy.follow)
         self.tracker = RestartTracker(self.namespace, self.name, progress, clock)
 
     def window(self) -> float:
         """How long the next watch request may stay open: short while waiting for the gang
         (hints) and never past the deadline."""
-        waiting = self.problem is not None or job_status(self.job).phase in ("Pending", "Inqueue")
+        waiting = job_status(self.job).phase in ("Pending", "Inqueue")
         base = self.policy.hint_interval_seconds if waiting else self.policy.watch_window_seconds
         follow = self.follower.seconds_to_next_read(self.clock())
         base = base if follow is None else max(1.0, min(base, follow))
@@ -207,7 +212,9 @@ class _Waiter:
                     self._pending_hints(now)
                 else:
                     # A later Pending (a restart) is a new wait: not stuck since the first one.
-                    self.problem, self.admitted_since = None, None
+                    # Running: whether the controller completes the job once it should.
+                    self.problem = self.completion.problem(now, self.job, self.session.controller_warning)
+                    self.admitted_since = None
                 self.progress.job(self.name, status, self.problem)
                 stall = self.follower.stall
                 self.progress.summary(JobSummary.of(self.name, status, self.problem, restarts=self.tracker.restarts,

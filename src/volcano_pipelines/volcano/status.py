@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from volcano_pipelines.volcano.completion import newest_warning
 from volcano_pipelines.volcano.slices import SLICED_ROLES, role_of
 
 __all__ = ["FAILED_PHASES", "FINAL_PHASES", "JOB_STOPPING_PHASES", "SUCCEEDED_PHASES", "JobStatus", "PodEnd", "PodFailure",
@@ -450,11 +451,9 @@ def ended_before_start(job: Mapping[str, Any], events: Iterable[Mapping[str, Any
         parts.append(queue)
     if state.get("message"):
         parts.append(str(state["message"]))
-    if warnings:
-        newest = max(warnings, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
-        text = f"{newest.get('reason')}: {newest.get('message') or ''}".rstrip(": ")
-        if text not in parts:
-            parts.append(f"Volcano: {text}")
+    text = newest_warning(warnings)
+    if text is not None and text not in parts:
+        parts.append(f"Volcano: {text}")
     if not parts:
         parts.append("Volcano gave no reason (no event or state message)")
     return "no pod ever ran: " + "; ".join(parts)

@@ -61,6 +61,7 @@ class MemoryBackend:
         self.calls: list[str] = []
         self.windows: list[float] = []
         self.hint = Scheduling()
+        self.warning: str | None = None  # the controller's newest warning about the job
         self.failed: list[Pod] = []
         self.remaining_pods: list[Pod] = []
         self.logs: dict[str, str] = {}
@@ -117,6 +118,10 @@ class MemoryBackend:
 
     def nudge(self) -> None:
         self.calls.append("nudge")
+
+    def controller_warning(self) -> str | None:
+        self.calls.append("controller_warning")
+        return self.warning
 
     def abort(self, reason: str) -> str:
         self.calls.append("abort")
