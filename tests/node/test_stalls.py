@@ -2,7 +2,9 @@
 container frozen with SIGSTOP from the host (its pod stays Running, as a hung or frozen
 container's does) while the job trains; the train step names it within --stall-timeout and,
 with --on-stall fail, aborts the job and says why. Real containers, real TensorFlow, the
-examples' heartbeat over the pod network. Uses the fixtures of test_training.py."""
+examples' heartbeat over the pod network. And a frozen chief (the TF2 coordinator), which the
+step finds by its own progress stopping, with --on-stall restart: the job restarts and resumes
+from its checkpoint. Uses the fixtures of test_training.py."""
 
 from __future__ import annotations
 
@@ -111,3 +113,30 @@ def test_a_frozen_worker_container_is_named_and_on_stall_fail_aborts_the_job(
     assert STALL_TIMEOUT - 3 <= took <= STALL_TIMEOUT + 120, took
     print(f"\nreal node: worker 1 frozen ({len(freezer.frozen)} processes); the step aborted the job "
           f"{took:.0f} s later: {result.message}")
+
+
+def test_a_frozen_chief_is_named_and_on_stall_restart_resumes_the_job_from_its_checkpoint(
+        cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes) -> None:
+    # TF2: the chief is the coordinator; frozen, nothing trains and its own progress stops,
+    # which the step reads itself (the heartbeat it would print is frozen with it).
+    freezer = Freezer(cluster, namespace, "hungc-chief-0", "hungc-chief-0", 300)
+    try:
+        result = train_tf(
+            "hungc", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
+            ps=1, workers=2, chief=True, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc,
+            log_pvc=volumes.log_pvc, args=["--api=tf2", "--steps=1200", "--threads=1", "--log_every=50",
+                                           "--checkpoint_every=200", "--max_steps_per_second=40"],
+            env={"": QUIET_TF}, timeout=600, progress_interval=2, stall_timeout=STALL_TIMEOUT, on_stall="restart",
+            max_retry=3, **placement(node),
+        )
+    finally:
+        freezer.close()
+    assert freezer.frozen, f"the chief was never frozen: {result.to_dict()}"
+    assert result.succeeded and result.phase == "Completed", result.to_dict()
+    # One restart, for the stall, counted like any other; the new chief went on from a checkpoint.
+    assert result.retries == 1 and len(result.restarts) == 1, result.restarts
+    assert result.restarts[0].get("cause") == "stalled" and "chief[0]" in str(result.restarts[0]), result.restarts
+    assert result.stalled is not None and result.stalled["tasks"] == "chief[0]" and result.stalled["action"] == "restart"
+    assert result.resumed_from_step is not None and result.resumed_from_step >= 200, result.to_dict()
+    print(f"\nreal node: the chief frozen at step >= 300; restarted for the stall, resumed from step "
+          f"{result.resumed_from_step}, Completed; restarts: {result.restart_causes}")
