@@ -19,7 +19,8 @@ Labels rather than annotations, because ``vpipe train --pod-label`` sets labels.
 from __future__ import annotations
 
 TASK_SPEC_LABEL = "volcano.sh/task-spec"  # set by Volcano's job controller on every pod
-COMPLETING_TASKS = ("worker", "chief", "mpimaster")
+# Workers past one Volcano task's limit are several tasks, worker-s1 .. worker-s9 (volcano/slices.py).
+COMPLETING_TASKS = ("worker", *(f"worker-s{k}" for k in range(1, 10)), "chief", "mpimaster")
 
 FAIL_LABEL = "vpipe.test/fail-exit-code"
 FAIL_REASON = "Error"  # containerStatuses[].state.terminated.reason of a failed pod
