@@ -6,15 +6,17 @@ Measures for each job:
   * seconds from submit to every pod Running, from there to Completed, and in all;
   * the waiting step's peak RSS and CPU seconds (its own process, from the kernel);
   * its API requests by verb and resource from the API server's audit log, and per 1,000
-    pods: what it asks must not grow with the pods.
+    pods: what it asks must not grow with the pods;
+  * then, for the large job, the steps that come after training, each its own process with
+    its own figures (seconds, peak RSS, CPU seconds, API requests, lines printed): `vpipe
+    status`, `vpipe reap` (the completed job: nothing to end), the exit handler's `finish_run`
+    of a run that failed after training (it saves the post-mortem of every pod and deletes
+    the job) and `vpipe status --post-mortem` showing that record.
 
     python benchmarks/cluster_scale_bench.py [--ps 100] [--workers 1000] [--nodes 24]
         [--volcano-qps 50 --volcano-burst 100 --volcano-workers 3]   # Volcano's defaults
 
 The control plane runs etcd as production clusters do (8 GiB quota, periodic compaction).
-Starts its own control plane (tests/cluster), so it needs the binaries built
-(`python -m tests.cluster build`). No container runs: pods are kwok's fakes.
-
 Starts its own control plane (tests/cluster), so it needs the binaries built
 (`python -m tests.cluster build`). No container runs: pods are kwok's fakes.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -53,8 +56,68 @@ def audit_events(path: Path, since_line: int) -> tuple[list[dict[str, Any]], int
     return events, len(lines)
 
 
+def step_requests(plane: ControlPlane, audit_start: int, namespace: str) -> list[dict[str, Any]]:
+    """The step's requests (its user agent) in `namespace` or cluster-wide since `audit_start`,
+    one per audit ID (a watch logs ResponseStarted and ResponseComplete)."""
+    time.sleep(2)  # let the audit backend flush the last events
+    events, _ = audit_events(plane.audit_log, audit_start)
+    unique = {e["auditID"]: e for e in events}
+    return [e for e in unique.values() if e.get("userAgent", "").startswith(STEP_USER_AGENT_PREFIX)
+            and e.get("objectRef", {}).get("namespace") in (namespace, None)]
+
+
+def by_verb_resource(requests: list[dict[str, Any]]) -> dict[str, int]:
+    return dict(sorted(Counter(f"{e['verb']} {e.get('objectRef', {}).get('resource', '?')}" for e in requests).items()))
+
+
+def measure(plane: ControlPlane, namespace: str, label: str, cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """One step as its own process: its own rusage (wait4 on its pid, not the children's
+    maximum, which the train step's peak would hide), its requests and what it printed."""
+    _, audit_start = audit_events(plane.audit_log, 0)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.monotonic() - started
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    requests = step_requests(plane, audit_start, namespace)
+    return {
+        "step": label,
+        "exit_code": proc.returncode,
+        "seconds": round(seconds, 1),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
+        "api_requests": len(requests),
+        "api_requests_by_verb_resource": by_verb_resource(requests),
+        "stdout_lines": len(stdout.splitlines()),
+        "stdout": stdout if len(stdout) < 4000 else stdout[:4000] + "...",
+        "stderr_tail": stderr[-1500:],
+    }
+
+
+def after_training(plane: ControlPlane, namespace: str, name: str, run_id: str, state_dir: Path) -> list[dict[str, Any]]:
+    """The steps a pipeline runs after training, on the large job as training left it."""
+    env = {**os.environ, "XDG_STATE_HOME": str(state_dir)}  # the post-mortem record goes there
+    kube = ["--kubeconfig", str(plane.kubeconfig)]
+    finish = ("import json, sys; from volcano_pipelines.steps import finish_run; "
+              "r = finish_run(sys.argv[1], pipeline_state='FAILED', error_message='serve failed', "
+              "namespace=sys.argv[2], kubeconfig=sys.argv[3]); "
+              "print(json.dumps({'outcome': r.outcome, 'cleanup': r.cleanup, 'post_mortem': r.post_mortem}))")
+    return [
+        measure(plane, namespace, "vpipe status", [*VPIPE, "status", name, "-n", namespace, *kube], env),
+        measure(plane, namespace, "vpipe reap", [*VPIPE, "reap", name, "-n", namespace, "--grace", "0", *kube], env),
+        measure(plane, namespace, "finish_run (run failed after training)",
+                [sys.executable, "-c", finish, run_id, namespace, str(plane.kubeconfig)], env),
+        measure(plane, namespace, "vpipe status --post-mortem",
+                [*VPIPE, "status", name, "-n", namespace, "--post-mortem", *kube], env),
+    ]
+
+
 def run_job(plane: ControlPlane, namespace: str, name: str, ps: int, workers: int, run_for: int,
-            chief: bool = False) -> dict[str, Any]:
+            chief: bool = False, run_id: str | None = None) -> dict[str, Any]:
     api = plane.api_client()
     api.user_agent = BENCH_USER_AGENT
     core = client.CoreV1Api(api)
@@ -67,6 +130,8 @@ def run_job(plane: ControlPlane, namespace: str, name: str, ps: int, workers: in
            "--cpu-per-worker", "10m", "--memory-per-worker", "32Mi", "--timeout", "1800",
            "--code-url", "https://example.com/code/", "--kubeconfig", str(plane.kubeconfig), "--json",
            "--pod-label", f"worker:{behaviour.RUN_FOR_LABEL}={run_for}s"]
+    if run_id:
+        cmd += ["--run-id", run_id]
     if chief:  # it ends the job: it runs past the workers
         cmd += ["--chief", "--pod-label", f"chief:{behaviour.RUN_FOR_LABEL}={run_for + 20}s"]
     phases: dict[str, float] = {}
@@ -108,14 +173,8 @@ def run_job(plane: ControlPlane, namespace: str, name: str, ps: int, workers: in
         svc_bytes = None
     job = custom.get_namespaced_custom_object("batch.volcano.sh", "v1alpha1", namespace, "jobs", name)
     tasks = {t["name"]: t["replicas"] for t in job["spec"]["tasks"]}
-    time.sleep(2)  # let the audit backend flush the last events
-    events, _ = audit_events(plane.audit_log, audit_start)
-    # One request can log several stages (a watch logs ResponseStarted and ResponseComplete):
-    # count distinct audit IDs.
-    unique = {e["auditID"]: e for e in events}
-    step = [e for e in unique.values() if e.get("userAgent", "").startswith(STEP_USER_AGENT_PREFIX)
-            and e.get("objectRef", {}).get("namespace") in (namespace, None)]
-    by_kind = Counter(f"{e['verb']} {e.get('objectRef', {}).get('resource', '?')}" for e in step)
+    step = step_requests(plane, audit_start, namespace)
+    by_kind = by_verb_resource(step)
     per_1000 = 1000 / pods
     all_running = phases.get("all pods Running", float("nan"))
     completed = phases.get("Completed", finished)
@@ -136,8 +195,8 @@ def run_job(plane: ControlPlane, namespace: str, name: str, ps: int, workers: in
         "step_cpu_seconds": round((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 1),
         "step_api_requests": len(step),
         "step_api_requests_per_pod": round(len(step) / pods, 3),
-        "step_api_requests_by_verb_resource": dict(sorted(by_kind.items())),
-        "step_api_requests_by_verb_resource_per_1000_pods": {k: round(v * per_1000, 1) for k, v in sorted(by_kind.items())},
+        "step_api_requests_by_verb_resource": by_kind,
+        "step_api_requests_by_verb_resource_per_1000_pods": {k: round(v * per_1000, 1) for k, v in by_kind.items()},
         "phases_seen": {k: round(v, 1) for k, v in phases.items()},
     }
 
@@ -170,9 +229,12 @@ def main() -> int:
             runs = []
             if args.small_workers:
                 runs.append(run_job(plane, "bench-small", "small", 1, args.small_workers, args.run_for))
-            runs.append(run_job(plane, "bench-large", args.name, args.ps, args.workers, args.run_for, args.chief))
+            run_id = f"bench-{args.name}"
+            runs.append(run_job(plane, "bench-large", args.name, args.ps, args.workers, args.run_for, args.chief,
+                                run_id=run_id))
+            after = after_training(plane, "bench-large", args.name, run_id, Path(tmp) / "state")
     report = {"nodes": args.nodes, "volcano_controller": list(volcano),
-              "control_plane_startup_seconds": round(startup, 1), "runs": runs}
+              "control_plane_startup_seconds": round(startup, 1), "runs": runs, "after_training": after}
     print(json.dumps(report, indent=2))
     print(f"{'pods':>6} {'->all Running s':>15} {'->Completed s':>13} {'step s':>7} {'peak RSS MB':>11} "
           f"{'CPU s':>6} {'API req':>7} {'req/pod':>7}", file=sys.stderr)
@@ -180,6 +242,11 @@ def main() -> int:
         print(f"{run['pods']:>6} {run['seconds_submit_to_all_running']:>15} {run['seconds_all_running_to_completed']:>13} "
               f"{run['step_seconds']:>7} {run['step_peak_rss_mb']:>11} {run['step_cpu_seconds']:>6} "
               f"{run['step_api_requests']:>7} {run['step_api_requests_per_pod']:>7}", file=sys.stderr)
+    print(f"\nafter training, the job of {runs[-1]['pods']} pods:", file=sys.stderr)
+    print(f"{'step':<40} {'exit':>4} {'s':>6} {'peak RSS MB':>11} {'CPU s':>6} {'API req':>7} {'lines':>5}", file=sys.stderr)
+    for step in after:
+        print(f"{step['step']:<40} {step['exit_code']:>4} {step['seconds']:>6} {step['peak_rss_mb']:>11} "
+              f"{step['cpu_seconds']:>6} {step['api_requests']:>7} {step['stdout_lines']:>5}", file=sys.stderr)
     return 0
 
 

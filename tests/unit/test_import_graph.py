@@ -103,13 +103,11 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
                                 "hints, the controller-stuck note, the timeout and --on-stall actions (abort with "
                                 "the record first, restart), "
                                 "and the stop signals; to split: the stop-signal handling"),
-    "volcano/postmortem.py": (430, "the pure post-mortem record: pod entries (with the run each belongs to), bounds "
-                                   "and the Markdown summary; to split: the Markdown rendering"),
-    "volcano/status.py": (500, "the job's status read purely: counts (kept for pods Volcano cleaned up, per role "
-                               "with a split role's tasks folded), restarts "
-                               "made, pod failures and ends with their causes, scheduling problems and Pod "
-                               "Security refusals; to split: pod ends and restart causes (PodEnd..restart_cause) "
-                               "and the refusals before start"),
+    "volcano/status.py": (460, "the job's status read purely: counts (kept for pods Volcano cleaned up, per role "
+                               "with a split role's tasks folded, and of a finished job read later), restarts "
+                               "made, pod failures and ends with their causes, scheduling problems (the refusals "
+                               "before start are in volcano/refusals.py); to split: pod ends and restart causes "
+                               "(PodEnd..restart_cause)"),
     "lifecycle/reap.py": (420, "when to end a training's lingering pods, as pure rules for the three layouts "
                                "(Volcano Jobs, batch Jobs + Deployments, TTL'd Deployments); to split: the classic "
                                "layout's rules"),

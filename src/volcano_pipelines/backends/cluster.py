@@ -14,8 +14,8 @@ from volcano_pipelines.k8s.client import Cluster
 from volcano_pipelines.k8s.errors import Forbidden, NotFound
 from volcano_pipelines.labels import POD_NAME_ENV
 from volcano_pipelines.volcano.completion import newest_warning
+from volcano_pipelines.volcano.refusals import ended_before_start
 from volcano_pipelines.volcano.status import (
-    ended_before_start,
     podgroup_name,
     podgroup_phase,
     scheduling_problem,

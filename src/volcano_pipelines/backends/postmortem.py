@@ -31,7 +31,8 @@ from volcano_pipelines.backends.base import POST_MORTEM_DIR_ENV, POST_MORTEM_VOL
 from volcano_pipelines.k8s import postmortem as collect
 from volcano_pipelines.k8s.client import Cluster
 from volcano_pipelines.k8s.pods import MissingInfo
-from volcano_pipelines.volcano.postmortem import Limits, build_record, log_pods, markdown
+from volcano_pipelines.volcano.postmortem import Limits, build_record, log_pods
+from volcano_pipelines.volcano.postmortem_markdown import markdown
 
 __all__ = ["DIR_ENV", "VOLUME_DIR_ENV", "copy_directories", "default_directory", "load_post_mortem", "record_paths",
            "save_post_mortem", "write_record"]

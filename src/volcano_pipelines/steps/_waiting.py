@@ -34,6 +34,7 @@ from volcano_pipelines.volcano.status import (
     PodFailure,
     TaskCounts,
     counts_from_pods,
+    counts_of_finished_job,
     final_counts,
     job_status,
     latest_counts,
@@ -153,7 +154,9 @@ def job_result(backend: Backend, namespace: str, name: str, log_lines: int = 20)
         if failure is not None and log_lines > 0:
             failure = replace(failure, log_tail=session.log_tail(failure.pod, log_lines))
         missing = session.missing()
-    result = _result(job, created=False, backend=backend.name, failure=failure, missing=missing)
+    # Volcano clears a finished job's counts as it deletes its pods: count what remains.
+    counts = counts_of_finished_job(job, phase, pods) if phase in FINAL_PHASES else None
+    result = _result(job, created=False, backend=backend.name, failure=failure, counts=counts, missing=missing)
     result.abnormal = abnormal_pods(pods, phase, job)
     return result_from_annotations(result, job)
 

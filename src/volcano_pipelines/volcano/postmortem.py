@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from volcano_pipelines.volcano.status import job_status, pod_end, pod_task
-from volcano_pipelines.volcano.stalls import describe_stalled
 
-__all__ = ["RECORD_KIND", "Limits", "build_record", "log_pods", "markdown", "record_size"]
+__all__ = ["RECORD_KIND", "Limits", "build_record", "index_in_name", "log_pods", "record_size"]
 
 RECORD_KIND = "VolcanoJobPostMortem"
 Obj = Mapping[str, Any]
@@ -46,7 +45,7 @@ def _cut(text: Any, limit: int) -> str | None:
     return out if len(out) <= limit else out[:limit] + f"... [{len(out) - limit} more characters]"
 
 
-def _index(name: str) -> tuple[str, int]:
+def index_in_name(name: str) -> tuple[str, int]:
     """Natural order of `<job>-<task>-<i>` names (worker-10 after worker-9)."""
     match = re.match(r"^(.*?)(\d+)$", name)
     return (match.group(1), int(match.group(2))) if match else (name, -1)
@@ -168,7 +167,7 @@ def log_pods(job: Obj, pods: Sequence[Obj], limits: Limits) -> list[Obj]:
     """The pods whose logs are worth reading: every pod that ended badly, then the first
     `pods_per_task` of each task (a 200-pod job costs a bounded number of log reads)."""
     phase = job_status(job).phase
-    order = sorted(pods, key=lambda p: _index((p.get("metadata") or {}).get("name") or ""))
+    order = sorted(pods, key=lambda p: index_in_name((p.get("metadata") or {}).get("name") or ""))
     chosen = [p for p in order if (end := pod_end(p, job_phase=phase)) is not None and end.failure]
     per_task: dict[str | None, int] = {}
     for p in order:
@@ -232,7 +231,7 @@ def build_record(
 
     def order(pod: Obj) -> tuple[int, tuple[str, int]]:
         task = pod_task(pod)
-        return (task_order.get(task, len(task_order)), _index((pod.get("metadata") or {}).get("name") or ""))
+        return (task_order.get(task, len(task_order)), index_in_name((pod.get("metadata") or {}).get("name") or ""))
 
     def pod_logs(pod: Obj) -> Mapping[str, str | None]:
         # By uid where the reader knows it; by name only for a pod that still exists (a
@@ -350,81 +349,3 @@ def _shrink(record: dict[str, Any], limits: Limits) -> None:
 
 
 # --- the Markdown summary
-
-def _cell(value: Any) -> str:
-    return re.sub(r"\s*\n\s*", " ", "" if value is None else str(value)).replace("|", "\\|")
-
-
-def _fence(lines: Sequence[str]) -> list[str]:
-    text = "\n".join(lines)
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return [fence, *lines, fence]
-
-
-def markdown(record: Mapping[str, Any], *, table_rows: int = 50, log_lines: int = 20, events: int = 20) -> str:
-    """A readable summary of a record: the job, its restarts, one row per pod (the first
-    `table_rows`), the last `log_lines` of each failed pod's containers, the newest events."""
-    job = record.get("job") or {}
-    pods: list[Mapping[str, Any]] = record.get("pods") or []
-    lines = [f"# Post-mortem: job {job.get('namespace')}/{job.get('name')}", ""]
-    rows = [("phase", job.get("phase")), ("reason", job.get("reason")), ("message", job.get("message")),
-            ("restarts", f"{job.get('retries', 0)} (max_retry {job.get('max_retry')})"),
-            ("queue", job.get("queue")), ("created", job.get("created")), ("finished", job.get("finished")),
-            ("pods", f"{len(pods)} ({sum(1 for p in pods if p.get('failed'))} failed)"),
-            ("collected", record.get("collected_at"))]
-    if (record.get("stalled") or {}).get("tasks"):  # hung tasks the waiting step named
-        rows.insert(3, ("stalled tasks", describe_stalled(record["stalled"])))
-    if record.get("cancelled"):  # the phase is the job's when the step was cancelled: say what came next
-        rows.insert(1, ("cancelled", record["cancelled"]))
-    lines += ["| | |", "|---|---|"] + [f"| {k} | {_cell(v)} |" for k, v in rows if v is not None]
-    restarts = record.get("restarts") or []
-    if restarts:
-        lines += ["", "## Restarts", ""]
-        for r in restarts:
-            lines.append(f"{r.get('number', '?')}. {_cell(r.get('text') or r.get('cause'))}")
-    # A run column where a restart's pods repeat the names.
-    runs = any((p.get("run") or 1) > 1 for p in pods)
-    lines += ["", "## Pods", "", "| pod |" + (" run |" if runs else "") + " task | node | phase | what happened |",
-              "|---|" + ("---|" if runs else "") + "---|---|---|---|"]
-    for p in pods[:table_rows]:
-        end = p.get("end") or {}
-        what = p.get("outcome")
-        if end.get("exit_code") is not None and not str(what).startswith("exit code"):
-            what = f"{what} (exit code {end['exit_code']})"
-        phase = p.get("phase")
-        if p.get("deleted") and phase in ("Pending", "Running"):
-            phase = f"deleted while {phase}"  # its last phase seen; the pod is gone
-        lines.append(f"| {_cell(p.get('name'))} |" + (f" {_cell(p.get('run'))} |" if runs else "")
-                     + f" {_cell(p.get('task'))} | {_cell(p.get('node'))} | {_cell(phase)} | {_cell(what)} |")
-    if len(pods) > table_rows:
-        lines.append(f"\n... and {len(pods) - table_rows} more pod(s) in the JSON record.")
-    for p in pods:
-        if not p.get("failed") or not p.get("detail"):
-            continue
-        lines += ["", f"### {p.get('name')} ({p.get('task')}): {p.get('outcome')}"]
-        end = p.get("end") or {}
-        if end.get("message"):
-            lines += ["", _cell(end["message"])]
-        for c in p.get("containers") or []:
-            state = c.get("state") or {}
-            if state.get("state") == "terminated":
-                # What the API said, and only that: never "exit code None" (0 is an exit code).
-                said = [f"exit code {state['exit_code']}" if state.get("exit_code") is not None else "",
-                        f"reason {state['reason']}" if state.get("reason") else "",
-                        f"{state.get('started_at') or '?'} - {state.get('finished_at') or '?'}"]
-                lines += ["", f"- container `{c.get('name')}`: " + ", ".join(part for part in said if part)]
-            tail = (c.get("log") or [])[-log_lines:]
-            if tail:
-                lines += ["", f"Last log lines of `{c.get('name')}`:", "", *_fence(tail)]
-    newest = (record.get("events") or [])[-events:]
-    if newest:
-        lines += ["", "## Events (newest last)", "", "| last seen | object | type | reason | message |",
-                  "|---|---|---|---|---|"]
-        for e in newest:
-            lines.append(f"| {_cell(e.get('last'))} | {_cell(e.get('object'))} | {_cell(e.get('type'))} | "
-                         f"{_cell(e.get('reason'))} | {_cell(e.get('message'))} |")
-    notes = record.get("notes") or []
-    if notes:
-        lines += ["", "## Not in this record", ""] + [f"- {_cell(n)}" for n in notes]
-    return "\n".join(lines) + "\n"

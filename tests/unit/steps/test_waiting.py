@@ -244,3 +244,42 @@ def test_a_sigterm_before_the_wait_is_a_cancel_not_a_bare_signal(monkeypatch: py
     with pytest.raises(Cancelled) as info:
         run(backend, MANIFEST, WaitPolicy(), clock=clock)
     assert str(info.value) == "cancelled by SIGTERM"
+
+
+def _pod(task: str, index: int, phase: str) -> dict[str, Any]:
+    return {"metadata": {"name": f"j-{task}-{index}", "annotations": {"volcano.sh/task-spec": task}},
+            "status": {"phase": phase}}
+
+
+def test_status_of_a_completed_job_counts_the_pods_volcano_kept_and_the_ones_it_stopped() -> None:
+    """vpipe status after the end: Volcano cleared the counts (the chief's alone kept), deleted
+    the running parameter servers and kept the finished pods. Every replica is counted (it
+    printed 'no pods left' for each role of a 1,101-pod job whose 1,001 pods were still there)."""
+    from volcano_pipelines.steps._waiting import job_result
+
+    clock = FakeClock()
+    backend = MemoryBackend([], clock)
+    backend.current = job("Completed", tasks={"chief": {"Succeeded": 1}})
+    backend.current["spec"]["tasks"] = [{"name": "chief", "replicas": 1}, {"name": "ps", "replicas": 2},
+                                        {"name": "worker", "replicas": 2}, {"name": "worker-s1", "replicas": 2}]
+    backend.remaining_pods = [_pod("chief", 0, "Succeeded"), _pod("worker", 0, "Succeeded"),
+                              _pod("worker", 1, "Succeeded"), _pod("worker-s1", 0, "Succeeded"),
+                              _pod("worker-s1", 1, "Failed")]
+    result = job_result(backend, "ns", "j")
+    assert result.tasks["chief"] == {"pending": 0, "running": 0, "succeeded": 1, "failed": 0, "stopped": 0}
+    assert result.tasks["ps"] == {"pending": 0, "running": 0, "succeeded": 0, "failed": 0, "stopped": 2}
+    assert result.tasks["worker"] == {"pending": 0, "running": 0, "succeeded": 3, "failed": 1, "stopped": 0}
+
+
+def test_status_of_a_failed_job_counts_only_the_pods_that_remain() -> None:
+    """A failed job may never have made some of its pods: nothing is said of what is gone."""
+    from volcano_pipelines.steps._waiting import job_result
+
+    clock = FakeClock()
+    backend = MemoryBackend([], clock)
+    backend.current = job("Failed")
+    backend.current["spec"]["tasks"] = [{"name": "ps", "replicas": 2}, {"name": "worker", "replicas": 4}]
+    backend.remaining_pods = [_pod("worker", 0, "Failed"), _pod("worker", 1, "Succeeded")]
+    result = job_result(backend, "ns", "j", log_lines=0)
+    assert result.tasks["worker"] == {"pending": 0, "running": 0, "succeeded": 1, "failed": 1, "stopped": 0}
+    assert result.tasks["ps"] == {"pending": 0, "running": 0, "succeeded": 0, "failed": 0, "stopped": 0}

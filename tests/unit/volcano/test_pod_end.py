@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from volcano_pipelines.volcano.status import PodEnd, ended_before_start, pod_end, pod_failure, restart_cause
+from volcano_pipelines.volcano.refusals import ended_before_start
+from volcano_pipelines.volcano.status import PodEnd, pod_end, pod_failure, restart_cause
 
 
 def pod(name: str = "j-worker-0", *, task: str = "worker", exit_code: int | None = None, reason: str = "Error",

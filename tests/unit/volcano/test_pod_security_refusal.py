@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, TFJobSpec
-from volcano_pipelines.volcano.status import ended_before_start
+from volcano_pipelines.volcano.refusals import ended_before_start
 from volcano_pipelines.volcano.tf import build_tf_job
 
 GO_DUMP = (r'Error creating pods: [&errors.StatusError{ErrStatus:v1.Status{TypeMeta:v1.TypeMeta{Kind:"", APIVersion:""}, '

@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 from tests.golden_files import GOLDEN_DIR, check_golden
-from volcano_pipelines.volcano.postmortem import Limits, build_record, log_pods, markdown, record_size
+from volcano_pipelines.volcano.postmortem import Limits, build_record, log_pods, record_size
+from volcano_pipelines.volcano.postmortem_markdown import markdown
 from volcano_pipelines.volcano.status import STOPPED_BY_JOB, pod_end
 
 JOB = {
@@ -97,7 +98,44 @@ def test_a_200_pod_record_stays_within_its_bound_and_says_what_it_dropped() -> N
     assert detailed[-1]["containers"][0]["log"] and not detailed[0]["containers"][0]["log"]
     assert rec["dropped"]["log_lines"] > 0 and rec["dropped"]["pods_detail"] == 195
     assert any("log line(s) dropped" in n for n in rec["notes"]) and any("without detail" in n for n in rec["notes"])
-    assert "... and 150 more pod(s)" in markdown(rec)
+    text = markdown(rec)
+    # Past 50 pods the Markdown groups them (no row per pod) and names the failed one.
+    assert "200 pods by task and what happened" in text and "| mnist-worker-" not in text.split("Failed pods (1):")[0]
+    assert "| worker | Running | running | 199 | 0-198 |" in text
+    assert "| mnist-worker-199 | worker |" in text.split("Failed pods (1):")[1]
+
+
+def test_the_markdown_of_an_11000_pod_job_fits_a_screen_and_keeps_the_warning() -> None:
+    """The seed's size (issue 41): groups by task and what happened, the failed pods named (the
+    first 50), the logs of five of them, and the events grouped by reason with the warnings
+    first (the newest 20 of 11,000 `Created` events would hide the one warning)."""
+    failing = {17, 18, 19, 4000, 9999}
+    pods = ([pod("ps", i, phase="Running") for i in range(1000)]
+            + [pod("worker", i, phase="Failed" if i in failing else "Succeeded", exit_code=1 if i in failing else 0)
+               for i in range(10_000)])
+    logs = {p["metadata"]["name"]: {"tensorflow": "step 1\nValueError: bad shard"} for p in pods
+            if p["status"]["phase"] == "Failed"}
+    created = [{**EVENTS[0], "type": "Normal", "reason": "Created", "message": f"Created pod {i}",
+                "involvedObject": {"kind": "Pod", "name": f"mnist-worker-{i}"}} for i in range(400)]
+    warning = {**EVENTS[0], "type": "Warning", "reason": "FailedDeletePod", "message": "etcdserver: mvcc: database space exceeded",
+               "involvedObject": {"kind": "Job", "name": "mnist"}}
+    rec = build_record(JOB, pods, [warning, *created], logs, collected_at="2026-01-01T00:02:01Z",
+                       limits=Limits(max_bytes=32 * 1024 * 1024))
+    text = markdown(rec)
+    assert len(text.splitlines()) < 120, text
+    assert "11,000 pods by task and what happened" in text
+    assert "| worker | Succeeded | succeeded | 9,995 | 0-16,20-3999,4001-9998 |" in text
+    assert "| worker | Failed | exit code 1 | 5 | 17-19,4000,9999 |" in text
+    assert "| ps | Running |" in text and "| 1,000 | 0-999 |" in text
+    assert text.count("### mnist-worker-") == 5 and "Failed pods (5):" in text
+    events = text.split("## Events (401, by reason)")[1]
+    assert events.index("FailedDeletePod") < events.index("Created") and "| 400 |" in events
+
+
+def test_a_small_job_keeps_a_row_per_pod_and_its_newest_events() -> None:
+    text = markdown(build_record(JOB, PODS, EVENTS * 30, {}, collected_at="t"))
+    assert "| mnist-worker-1 | worker |" in text and "by task and what happened" not in text
+    assert "## Events (newest last)" in text and text.split("## Events (newest last)")[1].count("\n|") == 2 + 20
 
 
 def test_long_lines_and_messages_are_cut() -> None:

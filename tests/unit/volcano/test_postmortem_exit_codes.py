@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from tests.unit.volcano.test_postmortem import JOB, pod
-from volcano_pipelines.volcano.postmortem import build_record, markdown
+from volcano_pipelines.volcano.postmortem import build_record
+from volcano_pipelines.volcano.postmortem_markdown import markdown
 
 
 def with_init(p: dict[str, Any], terminated: dict[str, Any]) -> dict[str, Any]:
