@@ -99,10 +99,11 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
     "backends/local.py": (420, "the local backend's protocol side: submit/attach, sessions, and now the progress "
                                "annotations and the post-mortem record over the runner's pods; to split: the "
                                "post-mortem collection (into backends/postmortem.py)"),
-    "steps/_waiting.py": (445, "the wait policy written once against the backend protocol: its loop, the gang "
-                                "hints, the controller-stuck note, the timeout and --on-stall actions (abort with "
-                                "the record first, restart), "
-                                "and the stop signals; to split: the stop-signal handling"),
+    "steps/_waiting.py": (420, "the wait policy written once against the backend protocol: its loop, the gang "
+                                "hints, the controller-stuck note (watched, and in one look for vpipe status), the "
+                                "timeout and --on-stall actions (abort with the record first, restart) and the "
+                                "cancel (the stop signals are in steps/_stop_signals.py); to split: the one look "
+                                "(job_result) into a module of its own"),
     "volcano/status.py": (460, "the job's status read purely: counts (kept for pods Volcano cleaned up, per role "
                                "with a split role's tasks folded, and of a finished job read later), restarts "
                                "made, pod failures and ends with their causes, scheduling problems (the refusals "

@@ -6,26 +6,24 @@ injectable clock, so every behaviour is unit-tested without sleeping."""
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend, Job, JobSession
+from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend, Job, JobSession, Pod
 from volcano_pipelines.deadline import Deadline
-from volcano_pipelines.errors import ClusterError, WorkFailed
+from volcano_pipelines.errors import ClusterError
 from volcano_pipelines.k8s.errors import Forbidden
 from volcano_pipelines.labels import RUN_LABEL
 from volcano_pipelines.progress import Progress
-from volcano_pipelines.signals import stop_signals_handled_by
+from volcano_pipelines.steps._stop_signals import Cancelled, StopSignal, hurry_on_signal, stop_signals
 from volcano_pipelines.steps._follow import FollowPolicy, Follower, fill_result, result_from_annotations
 from volcano_pipelines.steps._restarts import RestartTracker, finish_result, save_post_mortem
 from volcano_pipelines.steps._results import TrainResult
-from volcano_pipelines.volcano.completion import CompletionWatch
+from volcano_pipelines.volcano.completion import GRACE_SECONDS as COMPLETION_GRACE_SECONDS
+from volcano_pipelines.volcano.completion import CompletionWatch, completion_met, controller_stuck_message, last_success_at
 from volcano_pipelines.volcano.stalls import ON_STALL_FAIL, ON_STALL_RESTART, Stall
 from volcano_pipelines.volcano.summary import JobSummary, abnormal_pods
 from volcano_pipelines.volcano.status import (
@@ -76,18 +74,6 @@ class WaitPolicy:
     on_stall: str = "warn"
 
 
-class Cancelled(WorkFailed):
-    """The step was asked to stop (SIGTERM from a cancelled pipeline, or Ctrl-C)."""
-
-
-class StopSignal(BaseException):
-    """A stop signal, raised by its handler in the main thread wherever that thread is. Not an
-    Exception, as KeyboardInterrupt is not: the wait loop's reads that may fail without failing
-    the step (a pod's log, an annotation: `except Exception`) must not swallow it, which a
-    Cancelled raised there was (CI saw a step on SIGTERM wait on for good). run() turns it into
-    Cancelled once the job is dealt with."""
-
-
 class PodDeleted(ClusterError):
     """SIGTERM came because the step's own pod is being deleted (evicted, drained, deleted by
     hand): not the work's failure but the platform's (exit 3), and a retry re-attaches."""
@@ -105,7 +91,7 @@ def run(
     """Submit (or attach to) a rendered job and, unless told not to, wait for its end."""
     progress = progress or Progress()
     meta = manifest["metadata"]
-    with _stop_signals(handle_signals):
+    with stop_signals(handle_signals):
         # The step's timeout counts from here: a slow submission (a silent API server) uses it up.
         started = clock()
         job, created = backend.submit(manifest)
@@ -125,7 +111,7 @@ def run(
                 progress.job(meta["name"], job_status(waiter.job), stopping)
                 if action != "keep":  # the record first: deleting or aborting the job deletes its pods
                     save_post_mortem(session, list(waiter.tracker.restarts), cancelled=stopping)
-                with _hurry_on_signal(session, progress, handle_signals):
+                with hurry_on_signal(session, progress, handle_signals):
                     done = _cancel(session, action)
                 if pod_deleted:
                     # Exit 3, not 1: the step did not fail, its pod was taken away (a retry attaches).
@@ -153,12 +139,28 @@ def job_result(backend: Backend, namespace: str, name: str, log_lines: int = 20)
         failure = pod_failure(pods) if phase in FAILED_PHASES else None
         if failure is not None and log_lines > 0:
             failure = replace(failure, log_tail=session.log_tail(failure.pod, log_lines))
+        stuck = _controller_stuck(job, pods, session)
         missing = session.missing()
     # Volcano clears a finished job's counts as it deletes its pods: count what remains.
     counts = counts_of_finished_job(job, phase, pods) if phase in FINAL_PHASES else None
     result = _result(job, created=False, backend=backend.name, failure=failure, counts=counts, missing=missing)
     result.abnormal = abnormal_pods(pods, phase, job)
+    result.message = result.message or stuck
     return result_from_annotations(result, job)
+
+
+def _controller_stuck(job: Job, pods: list[Pod], session: JobSession, now: float | None = None) -> str | None:
+    """For `vpipe status` (one look, no watch): the job still Running a minute after the pods
+    that complete it ended, said as the waiting step says it, with the controller's newest
+    warning (one events list, only then)."""
+    met = completion_met(job)
+    ended = last_success_at(pods) if met is not None else None
+    if met is None or ended is None:
+        return None
+    seconds = (time.time() if now is None else now) - ended
+    if seconds < COMPLETION_GRACE_SECONDS:
+        return None
+    return controller_stuck_message(met, seconds, session.controller_warning())
 
 
 class _Waiter:
@@ -404,40 +406,3 @@ def _result(
         ps_linger_seconds=linger,
         missing=list(missing or []),
     )
-
-
-@contextmanager
-def _hurry_on_signal(session: JobSession, progress: Progress, enabled: bool) -> Iterator[None]:
-    """While a cancelled step stops its job: a second SIGINT / SIGTERM kills the tasks now
-    instead of waiting out their grace period, where the backend stops tasks itself (local)."""
-    hurry = getattr(session, "hurry", None)
-    if hurry is None or not enabled or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    progress.note("stopping the job's tasks (SIGTERM, then SIGKILL after their grace period); "
-                  "interrupt again to kill them now")
-
-    def handler(signum: int, _frame: object) -> None:
-        hurry()
-        progress.note(f"{signal.Signals(signum).name} again: killing the job's tasks now")
-
-    with stop_signals_handled_by(handler):
-        yield
-
-
-@contextmanager
-def _stop_signals(enabled: bool) -> Iterator[None]:
-    """Turn SIGTERM (a cancelled pipeline) and SIGINT into StopSignal, which run() answers by
-    cleaning up per on_cancel and raising Cancelled; only possible from the main thread."""
-    if not enabled or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, _frame: object) -> None:
-        raise StopSignal(f"cancelled by {signal.Signals(signum).name}")
-
-    try:
-        with stop_signals_handled_by(handler):
-            yield
-    except StopSignal as err:  # before the wait (the submission) or during the cleanup: the same Cancelled
-        raise Cancelled(str(err)) from None

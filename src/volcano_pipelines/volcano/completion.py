@@ -13,9 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-__all__ = ["CompletionWatch", "completion_met", "controller_stuck_message", "newest_warning"]
+__all__ = ["CompletionWatch", "completion_met", "controller_stuck_message", "last_success_at", "newest_warning"]
+
+# How long a met completion condition may wait for the controller before it is said (a healthy
+# controller takes seconds).
+GRACE_SECONDS = 60.0
 
 
 def _succeeded(status: Mapping[str, Any], task: str) -> int:
@@ -53,6 +58,26 @@ def controller_stuck_message(met: str, seconds: float, warning: str | None) -> s
     return f"Volcano has not completed the job {seconds:.0f}s after {met} (its controller is behind or cannot act){why}"
 
 
+def last_success_at(pods: Iterable[Mapping[str, Any]]) -> float | None:
+    """When the newest of the succeeded pods ended (Unix seconds), from their containers'
+    terminated states: about when a met completion condition became met, for a reader that
+    was not watching (`vpipe status`); None when no pod says."""
+    newest: float | None = None
+    for pod in pods:
+        status = pod.get("status") or {}
+        if status.get("phase") != "Succeeded":
+            continue
+        for container in status.get("containerStatuses") or []:
+            finished = ((container.get("state") or {}).get("terminated") or {}).get("finishedAt")
+            try:
+                at = datetime.fromisoformat(str(finished).replace("Z", "+00:00")).timestamp() if finished else None
+            except ValueError:
+                at = None
+            if at is not None and (newest is None or at > newest):
+                newest = at
+    return newest
+
+
 def newest_warning(events: Iterable[Mapping[str, Any]]) -> str | None:
     """The newest Warning event as `reason: message` (e.g. `FailedDeletePod: etcdserver: mvcc:
     database space exceeded`); None without one."""
@@ -69,7 +94,7 @@ class CompletionWatch:
     `grace_seconds`, the problem to show; the controller's warning is read at most every
     `reread_seconds` (one list of the job's events)."""
 
-    grace_seconds: float = 60.0
+    grace_seconds: float = GRACE_SECONDS
     reread_seconds: float = 30.0
     since: float | None = None
     read_at: float | None = None

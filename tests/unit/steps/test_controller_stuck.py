@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, job
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.steps._waiting import WaitPolicy, run
@@ -66,3 +68,32 @@ def test_a_timeout_while_the_controller_is_stuck_says_why() -> None:
     assert not result.succeeded and result.message is not None
     assert result.message.startswith("timed out after 120s while the job was Running (Volcano has not completed the job")
     assert WARNING in result.message
+
+
+def _chief_pod(finished_seconds_ago: float) -> dict[str, Any]:
+    import time
+    from datetime import datetime, timezone
+
+    finished = datetime.fromtimestamp(time.time() - finished_seconds_ago, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"metadata": {"name": "j-chief-0", "annotations": {"volcano.sh/task-spec": "chief"}},
+            "status": {"phase": "Succeeded", "containerStatuses": [
+                {"name": "tensorflow", "state": {"terminated": {"exitCode": 0, "finishedAt": finished}}}]}}
+
+
+@pytest.mark.parametrize(("ago", "said"), [(300, True), (10, False)])
+def test_status_says_it_in_one_look_from_when_the_completing_pods_ended(ago: float, said: bool) -> None:
+    """vpipe status has no watch: how long the condition has held comes from the succeeded
+    pods' end, and the controller's warning is read only when it is said."""
+    from volcano_pipelines.steps._waiting import job_result
+
+    backend = MemoryBackend([], FakeClock())
+    backend.warning = WARNING
+    backend.current = chief_done()
+    backend.remaining_pods = [_chief_pod(ago)]
+    result = job_result(backend, "ns", "j")
+    if said:
+        assert result.message is not None and result.message.startswith("Volcano has not completed the job 30")
+        assert "after chief: 1/1 succeeded" in result.message and result.message.endswith(WARNING)
+        assert backend.calls.count("controller_warning") == 1
+    else:
+        assert result.message is None and "controller_warning" not in backend.calls
