@@ -215,6 +215,9 @@ class _Waiter:
                 now = self.clock()
                 if status.phase == "Pending":
                     self._pending_hints(now)
+                    # A gang still starting whose chief already succeeded: the controller is
+                    # behind (its queue of the job's pod events), whatever the scheduler says.
+                    self.problem = self.completion.problem(now, self.job, self.session.controller_warning) or self.problem
                 else:
                     # A later Pending (a restart) is a new wait: not stuck since the first one.
                     # Running: whether the controller completes the job once it should.

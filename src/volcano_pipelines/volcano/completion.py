@@ -35,10 +35,12 @@ def _completes_job(task: Mapping[str, Any]) -> bool:
 
 def completion_met(job: Mapping[str, Any]) -> str | None:
     """What of the job's completion condition is met by Volcano's counts (`chief: 1/1
-    succeeded`, `10000 pods succeeded (minSuccess 10000)`), while the job is Running; None
-    otherwise."""
+    succeeded`, `10000 pods succeeded (minSuccess 10000)`), while the job is Pending or
+    Running; None otherwise. Pending too: at 11,001 pods the chief succeeded while the gang was
+    still starting, and its TaskCompleted request waited minutes behind the job's thousands of
+    pod events, which Volcano's controller syncs one at a time on one worker per job."""
     spec, status = job.get("spec") or {}, job.get("status") or {}
-    if ((status.get("state") or {}).get("phase") or "Pending") != "Running":
+    if ((status.get("state") or {}).get("phase") or "Pending") not in ("Pending", "Running"):
         return None
     min_success = spec.get("minSuccess")
     if min_success:

@@ -97,3 +97,13 @@ def test_status_says_it_in_one_look_from_when_the_completing_pods_ended(ago: flo
         assert backend.calls.count("controller_warning") == 1
     else:
         assert result.message is None and "controller_warning" not in backend.calls
+
+
+def test_a_gang_still_pending_after_its_chief_succeeded_is_named_too() -> None:
+    """At 11,001 pods the chief succeeded while Volcano still had the job Pending (its
+    TaskCompleted request queued behind thousands of pod events): said, not the gang's hint."""
+    script: list[Any] = [chief_done("Pending")] + [None] * 14 + [chief_done("Completed")]
+    result, backend, progress = wait(script, controller_grace_seconds=60)
+    assert result.succeeded
+    problems = [p for phase, p in progress.shown if phase == "Pending" and p and p.startswith("Volcano has not")]
+    assert problems and "after chief: 1/1 succeeded" in problems[0] and problems[-1].endswith(WARNING)

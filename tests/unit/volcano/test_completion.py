@@ -76,3 +76,12 @@ def test_the_watch_waits_its_grace_and_reads_the_warning_at_most_every_reread() 
     # Once the condition no longer holds (a restart), the wait starts over.
     assert watch.problem(125.0, with_status(job, "Running", {"chief": 0}), read) is None
     assert watch.problem(130.0, met, read) is None
+
+
+def test_a_pending_job_whose_chief_succeeded_is_met_too_and_an_ending_one_is_not() -> None:
+    """At 11,001 pods the chief succeeded while the gang was still starting (Pending); its
+    TaskCompleted request then waited behind thousands of pod events in Volcano's queue."""
+    job = build_tf_job(TFJobSpec(job=JobOptions(name="j"), ps=Role(replicas=1), worker=Role(replicas=1), chief=Role()))
+    assert completion_met(with_status(job, "Pending", {"chief": 1})) == "chief: 1/1 succeeded"
+    for phase in ("Completing", "Completed", "Restarting", "Aborting", "Terminating"):
+        assert completion_met(with_status(job, phase, {"chief": 1})) is None, phase
