@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.volcano.test_entrypoint import fake_mpiexec, file_server, received, run_container, tf_job  # noqa: F401
+from tests.helpers.entrypoint import received, run_container, tf_job
 from volcano_pipelines.cli import main
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.spec import JobOptions, MPIJobSpec, Role
 
 
 @pytest.mark.parametrize(("task", "index"), [("ps", 0), ("ps", 1), ("ps", 2), ("chief", 0), ("evaluator", 0)])
-def test_tf_config_names_each_task_and_its_index(file_server: tuple[str, Path], tmp_path: Path,  # noqa: F811
+def test_tf_config_names_each_task_and_its_index(file_server: tuple[str, Path], tmp_path: Path,
                                                  task: str, index: int) -> None:
     base, _ = file_server
     job = tf_job(base, ps=Role(replicas=3), chief=Role(), evaluator=Role())
@@ -43,7 +43,7 @@ def test_tf_config_names_each_task_and_its_index(file_server: tuple[str, Path], 
 
 
 @pytest.mark.parametrize("final_newline", [True, False], ids=["newline", "no-final-newline"])
-def test_the_mpi_hostfile_keeps_every_worker_including_the_last(fake_mpiexec: Path, tmp_path: Path,  # noqa: F811
+def test_the_mpi_hostfile_keeps_every_worker_including_the_last(fake_mpiexec: Path, tmp_path: Path,
                                                                 final_newline: bool) -> None:
     listener = socket.socket()
     listener.bind(("", 0))  # every loopback address: 127.0.0.2 and .3 reach it too
@@ -65,7 +65,7 @@ def test_the_mpi_hostfile_keeps_every_worker_including_the_last(fake_mpiexec: Pa
     assert got["argv"][got["argv"].index("-np") + 1] == "6"
 
 
-def test_the_mpi_master_reads_every_worker_task_of_a_split_role(fake_mpiexec: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_the_mpi_master_reads_every_worker_task_of_a_split_role(fake_mpiexec: Path, tmp_path: Path) -> None:
     """Workers past one Volcano task's limit are several tasks (volcano/slices.py): the master's
     hostfile lists the hosts of each, in order, one line each."""
     listener = socket.socket()

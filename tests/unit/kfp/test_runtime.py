@@ -5,32 +5,13 @@ step's own one-line error."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.helpers.kfp_runtime import Markdown, Metrics, _outputs
 from volcano_pipelines.kfp.runtime import run_step, step_arguments, step_function
 from volcano_pipelines.kfp.specs import COMPONENTS
 from volcano_pipelines.steps._train import train_tf
-
-
-class Metrics:
-    """Stands in for kfp.dsl.Metrics: the only calls the runtime makes."""
-
-    def __init__(self) -> None:
-        self.metadata: dict[str, float] = {}
-
-    def log_metric(self, name: str, value: float) -> None:
-        self.metadata[name] = value
-
-
-class Markdown:
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
-
-
-def _outputs(step: str, values: tuple[Any, ...]) -> dict[str, Any]:
-    return dict(zip([name for name, _, _ in COMPONENTS[step].outputs], values, strict=True))
 
 
 def test_empty_ui_values_mean_not_set_only_where_the_default_is_none() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.kfp.test_runtime import Markdown, Metrics
+from tests.helpers.kfp_runtime import Markdown, Metrics
 from volcano_pipelines import progress as progress_module
 from volcano_pipelines.errors import VpipeError, WorkFailed
 from volcano_pipelines.kfp import runtime

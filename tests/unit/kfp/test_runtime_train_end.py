@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.kfp.test_runtime import Markdown, Metrics, _outputs
+from tests.helpers.kfp_runtime import Markdown, Metrics, _outputs
 from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, job
 from volcano_pipelines.kfp.runtime import run_step
 from volcano_pipelines.steps import _train as train_step

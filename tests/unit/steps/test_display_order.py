@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.steps.memory_backend import FakeClock, job
-from tests.unit.steps.test_follow import Annotating, running, say, wait
+from tests.helpers.following import Annotating, running, say, wait
 from tests.helpers.progress import RecordingProgress
+from tests.unit.steps.memory_backend import FakeClock, job
 from volcano_pipelines.volcano.report_lines import TrainingProgress
 from volcano_pipelines.volcano.status import JobStatus
 
@@ -46,7 +46,7 @@ def test_the_logs_and_the_terminal_name_the_failed_pods_by_cause_as_ranges() -> 
     from volcano_pipelines.cli.progress import RichProgress
     from volcano_pipelines.progress import LineProgress
     from volcano_pipelines.steps._waiting import WaitPolicy, run
-    from tests.unit.steps.test_follow import MANIFEST
+    from tests.helpers.following import MANIFEST
 
     def fail(backend: MemoryBackend) -> None:
         backend.failed = [failed_pod(f"j-worker-{i}", "worker", 1) for i in (3, 4, 5, 9)]
@@ -71,7 +71,7 @@ def test_a_warning_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
     from tests.unit.steps.memory_backend import MemoryBackend, failed_pod
-    from tests.unit.steps.test_follow import MANIFEST
+    from tests.helpers.following import MANIFEST
     from volcano_pipelines.progress import LineProgress, Progress
     from volcano_pipelines.steps._waiting import WaitPolicy, run
 
@@ -99,7 +99,7 @@ def test_a_warning_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
 
 def test_a_cancel_shows_on_the_display_before_the_job_is_stopped() -> None:
     from tests.unit.steps.memory_backend import MemoryBackend
-    from tests.unit.steps.test_follow import MANIFEST
+    from tests.helpers.following import MANIFEST
     from volcano_pipelines.steps._waiting import Cancelled, StopSignal, WaitPolicy, run
 
     class Shown(Ordered):

@@ -5,56 +5,15 @@ annotated, and what the result carries. Nothing sleeps."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import pytest
 
-from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, job
+from tests.helpers.following import Annotating, CHIEF, MANIFEST, running, say, wait
 from tests.helpers.progress import RecordingProgress
+from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, job
 from volcano_pipelines.steps._follow import FollowPolicy
 from volcano_pipelines.steps._waiting import WaitPolicy, job_result, run
 from volcano_pipelines.volcano.report_lines import CHECKPOINT_ANNOTATION, PROGRESS_ANNOTATION
-from volcano_pipelines.volcano.spec import JobOptions, Role, TFJobSpec
-from volcano_pipelines.volcano.tf import build_tf_job
-
-MANIFEST = build_tf_job(TFJobSpec(job=JobOptions(name="j", namespace="ns", run_id="r1"), chief=Role()))
-CHIEF = "j-chief-0"
-
-
-class Annotating(MemoryBackend):
-    """The memory backend plus what the cluster session adds for the follower: its own log
-    read (counted) and job annotations (recorded)."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.reads: list[float] = []
-        self.patches: list[tuple[float, dict[str, str]]] = []
-        self.read_error: Exception | None = None
-
-    def progress_log(self, pod: str, lines: int) -> str | None:
-        self.reads.append(self.clock.now)
-        if self.read_error is not None:
-            raise self.read_error
-        return self.logs.get(pod)
-
-    def annotate(self, annotations: dict[str, str]) -> None:
-        self.patches.append((self.clock.now, dict(annotations)))
-
-
-def say(*lines: str) -> Callable[[MemoryBackend], None]:
-    """A script step: the chief prints these lines (its log grows)."""
-    def step(backend: MemoryBackend) -> None:
-        backend.logs[CHIEF] = backend.logs.get(CHIEF, "") + "".join(line + "\n" for line in lines)
-    return step
-
-
-def running(retries: int = 0) -> dict[str, object]:
-    return job("Running", retries=retries, tasks={"chief": {"Running": 1}})
-
-
-def wait(backend: MemoryBackend, clock: FakeClock, progress: RecordingProgress, **follow: float) -> object:
-    policy = WaitPolicy(follow=FollowPolicy(**follow))  # type: ignore[arg-type]
-    return run(backend, MANIFEST, policy, progress, clock=clock, handle_signals=False)
 
 
 def test_progress_is_read_shown_annotated_and_kept_in_the_result() -> None:
@@ -145,8 +104,6 @@ def test_a_sigterm_that_lands_in_a_read_allowed_to_fail_still_cancels(where: str
     assert sent == [where] and str(info.value) == "cancelled by SIGTERM; job ns/j deleted"
     assert "delete" in backend.calls and backend.open_sessions == 0
     assert signal.getsignal(signal.SIGTERM) is before  # the step's handler is gone again
-
-
 
 
 def test_a_restarted_job_says_where_it_resumed() -> None:

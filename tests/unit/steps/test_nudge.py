@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.helpers.waiting import wait
 from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, job
-from tests.unit.steps.test_waiting import wait
 from volcano_pipelines.backends.base import Scheduling
 
 

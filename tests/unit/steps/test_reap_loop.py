@@ -5,109 +5,22 @@ The integration tests run the same loop against the real control plane."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from tests.unit.steps.test_reap_decision import (
-    T0,
-    batch_job,
-    deployment,
-    pod,
-    ps_pod,
-    vjob,
-)
+from tests.helpers.reaping import InMemorySweep, Recorder, T0, batch_job, deployment, pod, ps_pod, trained_job, vjob
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.k8s.errors import Forbidden
 from volcano_pipelines.lifecycle import sweep as sweeper
-from volcano_pipelines.progress import Progress
 from volcano_pipelines.steps import ReapResult
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, ...]] = []
-
-
-class InMemorySweep(sweeper.Sweep):
-    """The loop with its informers replaced by fixed listings."""
-
-    def __init__(self, listings: dict[str, list[dict[str, Any]]], *, now: datetime, **options: Any) -> None:
-        defaults: dict[str, Any] = {"namespace": "ns", "job": None, "selector": None, "grace": 30.0, "on_failure": "report",
-                                    "completion_task": None, "group_label": None, "delete_deployment": False,
-                                    "delete_namespace": False, "once": False, "dry_run": False, "timeout": 30.0}
-        defaults.update(options)
-        super().__init__(object(), progress=Progress(), wall=lambda: now, **defaults)
-        self.listings = listings
-
-    def _informers(self) -> list[Any]:
-        sweep = self
-
-        class Listed:
-            def __init__(self, key: str) -> None:
-                self.key = key
-                sweep.caches[key] = {}
-
-            def start(self) -> Listed:
-                sweep.events.put(("sync", self.key, sweep.listings.get(self.key, [])))
-                return self
-
-            def stop(self) -> None:
-                pass
-
-        keys = ["vjobs", "vpods"] if self.job else ["vjobs", "vpods", "bjobs", "deploys", "cpods"]
-        return [Listed(k) for k in keys]
-
-
-@pytest.fixture
-def actions(monkeypatch: pytest.MonkeyPatch) -> Recorder:
-    """Record what the step asks of the cluster; a CompleteJob / scale / delete makes the
-    parameter server pods go, as the controllers would."""
-    from volcano_pipelines.k8s import apps
-    from volcano_pipelines.k8s import volcano as k8s_volcano
-
-    recorder = Recorder()
-    live: dict[str, InMemorySweep] = {}
-
-    def ps_gone(sweep: InMemorySweep) -> None:
-        for key in ("vpods", "cpods"):
-            for obj in list(sweep.caches.get(key, {}).values()):
-                if "ps" in obj["metadata"]["name"]:
-                    sweep.events.put(("DELETED", key, obj))
-
-    def send_command(_cluster: Any, job: dict, action: str, reason: str) -> None:
-        recorder.calls.append(("command", job["metadata"]["name"], action, reason))
-        ps_gone(live["sweep"])
-
-    def abort_job(_cluster: Any, job: dict, reason: str) -> str:
-        recorder.calls.append(("abort", job["metadata"]["name"], reason))
-        return "aborted"
-
-    monkeypatch.setattr(k8s_volcano, "send_command", send_command)
-    monkeypatch.setattr(k8s_volcano, "abort_job", abort_job)
-    monkeypatch.setattr(apps, "record_event", lambda _c, obj, reason, message, **kw: recorder.calls.append(
-        ("event", obj["kind"], obj["metadata"]["name"], reason)))
-
-    def scale(_c: Any, ns: str, name: str, replicas: int) -> None:
-        recorder.calls.append(("scale", name, str(replicas)))
-        ps_gone(live["sweep"])
-
-    monkeypatch.setattr(apps, "scale_deployment", scale)
-    monkeypatch.setattr(apps, "delete", lambda _c, api, kind, ns, name: recorder.calls.append(("delete", kind, name)) or True)
-    recorder.live = live  # type: ignore[attr-defined]
-    return recorder
 
 
 def run(actions: Recorder, listings: dict[str, list], at: float, **options: Any) -> ReapResult:
     sweep = InMemorySweep(listings, now=T0 + timedelta(seconds=at), **options)
     actions.live["sweep"] = sweep  # type: ignore[attr-defined]
     return sweep.run()
-
-
-def trained_job() -> dict[str, list]:
-    return {"vjobs": [vjob()], "vpods": [pod("j-worker-0", "worker", "Succeeded", finished=10),
-                                         pod("j-worker-1", "worker", "Succeeded", finished=20), pod("j-ps-0", "ps", "Running")]}
 
 
 def test_one_job_is_completed_and_the_linger_measured(actions: Recorder) -> None:

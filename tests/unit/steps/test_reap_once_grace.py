@@ -9,8 +9,7 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta
 
-from tests.unit.steps.test_reap_decision import T0
-from tests.unit.steps.test_reap_loop import InMemorySweep, Recorder, actions, trained_job  # noqa: F401 - a fixture
+from tests.helpers.reaping import InMemorySweep, Recorder, T0, trained_job
 from volcano_pipelines.lifecycle import sweep as sweeper
 
 
@@ -19,7 +18,7 @@ def moving_wall(start: datetime):  # type: ignore[no-untyped-def]
     return lambda: start + timedelta(seconds=time.monotonic() - began)
 
 
-def test_once_waits_for_a_job_in_its_grace_period_and_reaps_it(actions: Recorder) -> None:  # noqa: F811
+def test_once_waits_for_a_job_in_its_grace_period_and_reaps_it(actions: Recorder) -> None:
     # The workers finished at T0+20 (the completion task); the sweep starts at T0+21.2 with a
     # grace period of 1.5 s: the job comes due 0.3 s into the sweep (a real wait: keep it short).
     sweep = InMemorySweep(trained_job(), now=T0, grace=1.5, once=True)
@@ -33,7 +32,7 @@ def test_once_waits_for_a_job_in_its_grace_period_and_reaps_it(actions: Recorder
     assert result.reaped[0].linger_seconds is not None and result.reaped[0].linger_seconds >= 1.5
 
 
-def test_once_leaves_a_job_due_after_its_grace_horizon_waiting(actions: Recorder) -> None:  # noqa: F811
+def test_once_leaves_a_job_due_after_its_grace_horizon_waiting(actions: Recorder) -> None:
     """What it does not wait for: a job still training (no completion task finished yet)."""
     listings = trained_job()
     listings["vpods"] = [p for p in listings["vpods"] if p["metadata"]["name"] != "j-worker-1"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from tests.unit.steps.test_reap_decision import T0, batch_job, deployment, ps_pod, stamp
+from tests.helpers.reaping import T0, batch_job, deployment, ps_pod, stamp
 from volcano_pipelines.lifecycle import reap as rule
 
 

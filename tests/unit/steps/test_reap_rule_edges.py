@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.unit.steps.test_reap_decision import T0, batch_job, decide, deployment, pod, ps_pod, stamp, trained, vjob
+from tests.helpers.reaping import T0, batch_job, decide, deployment, pod, ps_pod, stamp, trained, vjob
 from volcano_pipelines.lifecycle import reap as rule
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.helpers.waiting import Recorder, wait
 from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, failed_pod, job
-from tests.unit.steps.test_waiting import Recorder, wait
 from volcano_pipelines.backends.base import Pod
 
 

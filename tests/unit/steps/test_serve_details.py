@@ -12,15 +12,13 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.serving import Clock, DONE, FAILED, FakeApps, Notes, _export, previous_deployment
 from tests.unit.kube.tfserving_standin import standin, status_body
-from tests.unit.steps import test_serve_flow as flow
-from tests.unit.steps.test_serve_flow import DONE, FAILED, FakeApps, previous_deployment
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.k8s import apps
 from volcano_pipelines.k8s import client as k8s_client
 from volcano_pipelines.kube.rollout import Rollout
 from volcano_pipelines.kube.serving import REST_PORT
-from volcano_pipelines.progress import Progress
 from volcano_pipelines.steps import _serve as serving
 from volcano_pipelines.steps._serve import (
     _direct_fetch,
@@ -32,25 +30,6 @@ from volcano_pipelines.steps._serve import (
     smoke_test,
     wait_model_available,
 )
-
-
-fake = flow.fake  # the in-memory apps API and the model directory of test_serve_flow
-export = flow.export
-
-
-class Notes(Progress):
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def note(self, line: str) -> None:
-        self.lines.append(line)
-
-
-def _export(root: Path, *versions: str) -> Path:
-    for version in versions:
-        (root / version / "variables").mkdir(parents=True)
-        (root / version / "saved_model.pb").write_bytes(b"pb")
-    return root
 
 
 # ----- what is applied and reported -------------------------------------------------------------
@@ -185,18 +164,6 @@ def test_smoke_test_without_a_json_answer() -> None:
 
 
 # ----- the AVAILABLE wait -----------------------------------------------------------------------
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def test_the_wait_reports_each_change_once_and_sleeps_no_longer_than_the_deadline() -> None:

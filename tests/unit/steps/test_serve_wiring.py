@@ -19,18 +19,13 @@ from typing import Any
 import pytest
 
 from tests.helpers.http_server import running
+from tests.helpers.serving import Clock, DONE, FAILED, FakeApps, Notes, _export, previous_deployment
 from tests.unit.kube.tfserving_standin import standin, status_body
-from tests.unit.steps import test_serve_flow as flow
-from tests.unit.steps.test_serve_details import Clock, Notes, _export
-from tests.unit.steps.test_serve_flow import DONE, FAILED, FakeApps, previous_deployment
 from volcano_pipelines.k8s import apps
 from volcano_pipelines.kube.serving import REST_PORT, selector
 from volcano_pipelines.lifecycle.tfserving import ModelStatus
 from volcano_pipelines.steps import _serve as serving
 from volcano_pipelines.steps._serve import _direct_fetch, local_listing, serve, wait_model_available
-
-fake = flow.fake
-export = flow.export
 
 
 def _deployment(manifests: list[dict[str, Any]] | None) -> dict[str, Any]:

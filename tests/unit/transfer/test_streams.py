@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.ranges import _RangeReader, _RangeSource
 from tests.storage.trees import read_tree, temp_files
-from tests.unit.transfer.test_copy_paths import _RangeReader, _RangeSource
 from volcano_pipelines.transfer import copy as copy_mod
 from volcano_pipelines.transfer.copy import Abandoned
 from volcano_pipelines.transfer.executor import Executor, Options

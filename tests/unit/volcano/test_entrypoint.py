@@ -5,99 +5,20 @@ HTTP server, the entry point run with the contract's arguments, and arbitrary us
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import os
 import socket
 import subprocess
-import tarfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.helpers.entrypoint import container_process, received, run_container, svc_hosts, tf_job
 from tests.helpers.http_server import Seen, basic, serve
-from volcano_pipelines.local.plan import expand
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.slices import most_replicas
-from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Role, Storage, TFJobSpec
-from volcano_pipelines.volcano.tf import build_tf_job
-
-# The stub entry point: records exactly what it received (-S: no site-packages to set up, it
-# needs only the standard library; what it records does not depend on them).
-RECORDER = """#!/bin/bash
-exec python3 -S -c 'import json, os, sys
-json.dump({"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd()}, open(os.environ["VPIPE_TEST_OUT"], "w"))' "$@"
-"""
-
-
-@pytest.fixture(scope="module")
-def file_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    root = tmp_path_factory.mktemp("files")
-    code = root / "mnist"
-    (code / "lib").mkdir(parents=True)
-    (code / "run.sh").write_text(RECORDER)
-    (code / "lib" / "model.py").write_text("MODEL = 1\n")
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        tar.add(code / "run.sh", arcname="run.sh")
-    (root / "code.tgz").write_bytes(buffer.getvalue())
-    evil = io.BytesIO()
-    with tarfile.open(fileobj=evil, mode="w:gz") as tar:
-        info = tarfile.TarInfo("../escaped.sh")
-        data = RECORDER.encode()
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    (root / "evil.tgz").write_bytes(evil.getvalue())
-    with serve(root) as server:
-        yield server.base, root
-
-
-def run_container(job: dict, task: str, tmp: Path, *, task_index: int = 0, extra_env: dict[str, str] | None = None,
-                  path_prefix: str | None = None) -> subprocess.CompletedProcess:
-    """Run a task's container command as the kubelet would: argv = command + args, env = env."""
-    argv, env = container_process(job, task, tmp, task_index=task_index, extra_env=extra_env, path_prefix=path_prefix)
-    return subprocess.run(argv, env=env, cwd=tmp, capture_output=True, timeout=60)
-
-
-def container_process(job: dict, task: str, tmp: Path, *, task_index: int = 0, extra_env: dict[str, str] | None = None,
-                      path_prefix: str | None = None) -> tuple[list[str], dict[str, str]]:
-    """A task's container as the kubelet starts it: (argv, env)."""
-    container = next(t for t in job["spec"]["tasks"] if t["name"] == task)["template"]["spec"]["containers"][0]
-    # The kubelet expands $(VAR) in env values (in order) and in command and args.
-    defined: dict[str, str] = {}
-    for e in container["env"]:
-        defined[e["name"]] = expand(e["value"], defined)
-    env = dict(defined)
-    env["VPIPE_CODE_DIR"] = str(tmp / "code")  # the pod's emptyDir
-    env["VPIPE_SVC_DIR"] = str(write_svc_files(job, tmp / "etc-volcano"))
-    env.update({"VK_TASK_INDEX": str(task_index), "VPIPE_TEST_OUT": str(tmp / "out.json"), "HOME": str(tmp)})
-    env["PATH"] = (path_prefix + os.pathsep if path_prefix else "") + os.environ["PATH"]
-    env.update(extra_env or {})
-    return [expand(part, defined) for part in container["command"] + container["args"]], env
-
-
-def svc_hosts(job: dict, task: str) -> list[str]:
-    """The hosts Volcano's svc plugin writes for a task (`<job>-<task>-<i>.<job>`)."""
-    name = job["metadata"]["name"]
-    replicas = next(t["replicas"] for t in job["spec"]["tasks"] if t["name"] == task)
-    return [f"{name}-{task}-{i}.{name}" for i in range(replicas)]
-
-
-def write_svc_files(job: dict, directory: Path) -> Path:
-    """/etc/volcano as the svc plugin mounts it: `<task>.host` ('-' in the name as '_'), one
-    host a line, no final newline."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for task in job["spec"]["tasks"]:
-        (directory / f"{task['name'].replace('-', '_')}.host").write_text("\n".join(svc_hosts(job, task["name"])))
-    return directory
-
-
-def received(tmp: Path) -> dict[str, Any]:
-    return json.loads((tmp / "out.json").read_text())
+from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Role, Storage
 
 
 def contract_argv(role: str, index: int, shard: int, job: dict, data_dir: str = "/data", log_dir: str = "/logs") -> list[str]:
@@ -108,13 +29,6 @@ def contract_argv(role: str, index: int, shard: int, job: dict, data_dir: str = 
         f"--worker_hosts={worker_hosts}", f"--data_dir={data_dir}", f"--log_dir={log_dir}",
         f"--shard_index={shard}", f"--num_shards={env['VPIPE_NUM_SHARDS']}",
     ]
-
-
-def tf_job(base_url: str, **overrides: Any) -> dict:
-    fields: dict[str, Any] = {"job": JobOptions(name="mnist"), "code": CodeSource(url=f"{base_url}/mnist/"),
-                              "worker": Role(replicas=3), "ps": Role(replicas=2)}
-    fields.update(overrides)
-    return build_tf_job(TFJobSpec(**fields))
 
 
 def test_worker_gets_contract_args_tf_config_and_fetched_directory(file_server: tuple[str, Path], tmp_path: Path) -> None:
@@ -288,20 +202,6 @@ def test_url_with_shell_metacharacters_is_only_a_url(file_server: tuple[str, Pat
     proc = run_container(job, "worker", tmp_path)
     assert proc.returncode == 0, proc.stderr.decode()
     assert not marker.exists()
-
-
-@pytest.fixture()
-def fake_mpiexec(tmp_path: Path) -> Path:
-    """mpiexec is the one part replaced: it records its argv (no MPI runtime is launched)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "mpiexec").write_text(
-        "#!/bin/bash\nexec python3 -S -c 'import json, os, sys\n"
-        "json.dump({\"argv\": sys.argv[1:], \"hostfile\": open(sys.argv[sys.argv.index(\"--hostfile\") + 1]).read()},"
-        " open(os.environ[\"VPIPE_TEST_OUT\"], \"w\"))' \"$@\"\n"
-    )
-    (bin_dir / "mpiexec").chmod(0o755)
-    return bin_dir
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.entrypoint import RECORDER, received, run_container, tf_job
 from tests.helpers.http_server import Seen, basic, serve
-from tests.unit.volcano.test_entrypoint import RECORDER, received, run_container, tf_job
 from volcano_pipelines.volcano.spec import CodeSource
 
 NO_BACKOFF = {"VPIPE_FETCH_BACKOFF": "0"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.unit.volcano.test_postmortem import JOB, pod
+from tests.helpers.postmortem import JOB, pod
 from volcano_pipelines.volcano.postmortem import build_record
 from volcano_pipelines.volcano.postmortem_markdown import markdown
 
