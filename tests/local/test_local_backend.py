@@ -11,72 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.local.conftest import Local, Output, alive, replica, run_job
+from tests.helpers.local_jobs import Local, Output, RUN_SH, alive, manifest, records, replica, run_job
 from volcano_pipelines.backends.local import LocalBackend
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.local.processes import marked_processes
-from volcano_pipelines.volcano.spec import CodeSource, JobOptions, Role, TFJobSpec
+from volcano_pipelines.volcano.spec import CodeSource, JobOptions, TFJobSpec
 from volcano_pipelines.volcano.status import job_status, pod_failure
 from volcano_pipelines.volcano.tf import build_tf_job
-
-RUN_SH = r"""#!/bin/bash
-# The job's arguments pick each task's behaviour: --<task>=<behaviour>.
-set -u
-role="${1#--job_name=}"; index="${2#--task_index=}"
-log_dir=""; behaviour=serve
-for arg in "$@"; do
-  case "$arg" in
-    --log_dir=*) log_dir="${arg#--log_dir=}" ;;
-    "--$role="*) behaviour="${arg#--$role=}" ;;
-  esac
-done
-mkdir -p "$log_dir/records"
-python3 - "$@" > "$log_dir/records/.$role-$index.json" <<'EOF'
-import json, os, sys
-json.dump({"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(), "pid": os.getpid()}, sys.stdout)
-EOF
-mv "$log_dir/records/.$role-$index.json" "$log_dir/records/$role-$index.json"
-echo "$role $index: $behaviour"
-case "$behaviour" in
-  serve) exec sleep 100000 ;;  # like server.join(): never exits
-  stubborn) trap '' TERM; exec sleep 100000 ;;  # ignores SIGTERM (inherited through exec)
-  exit:*)
-    code="${behaviour#exit:}"
-    echo "working"; echo "something went wrong" >&2; echo "exiting with $code"
-    exit "$code" ;;
-  after-peers:*)  # exit 0 once every task has recorded (the chief finishing after all started)
-    want="${behaviour#after-peers:}"
-    while [ "$(ls "$log_dir/records" | grep -c '^[a-z].*json$')" -lt "$want" ]; do sleep 0.1; done
-    echo "all $want started; done"; exit 0 ;;
-  orphan)  # a detached child that leaves the process group, like a daemonizing server
-    setsid sleep 100000 < /dev/null > /dev/null 2>&1 &
-    echo $! > "$log_dir/records/orphan-$role-$index.pid"
-    exec sleep 100000 ;;
-esac
-"""
-
-
-def manifest(server_url: str, name: str, *, ps: int = 1, workers: int = 1, chief: bool = False, args: tuple[str, ...] = (),
-             run_id: str | None = None, max_retry: int = 3, restart: bool = True) -> dict:
-    spec = TFJobSpec(
-        job=JobOptions(name=name, run_id=run_id, max_retry=max_retry, restart_on_failure=restart),
-        code=CodeSource(url=server_url),
-        ps=Role(replicas=ps),
-        worker=Role(replicas=workers),
-        chief=Role() if chief else None,
-        args=args,
-    )
-    return build_tf_job(spec)
 
 
 @pytest.fixture
 def code_url(code_server) -> str:
     (code_server.root / "run.sh").write_text(RUN_SH)
     return code_server.url
-
-
-def records(local: Local) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text()) for p in sorted((local.log_dir / "records").glob("[a-z]*.json"))}
 
 
 def no_process_of(local: Local, name: str) -> bool:

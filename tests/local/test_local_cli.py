@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.local.conftest import FileServer, Local, assert_no_leak, run_job
-from tests.local.test_local_backend import RUN_SH, manifest, records
+from tests.helpers.local_jobs import FileServer, Local, RUN_SH, assert_no_leak, manifest, records, run_job
 from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, job
 from volcano_pipelines.backends.local import LocalBackend
 from volcano_pipelines.cli import main
@@ -136,7 +135,7 @@ def test_a_long_line_without_newline_is_passed_on_in_bounded_pieces(local: Local
 
 def test_mpi_master_leaves_no_hostfile_in_the_machines_tmp(tmp_path: Path) -> None:
     """mktemp in the master's script writes into the pod's own /tmp, which goes with the pod."""
-    from tests.local.conftest import Output
+    from tests.helpers.local_jobs import Output
     from volcano_pipelines.volcano.mpi import build_mpi_job
     from volcano_pipelines.volcano.spec import JobOptions, MPIJobSpec, Role
 

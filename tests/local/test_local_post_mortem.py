@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.local.conftest import Local, run_job
-from tests.local.test_local_backend import RUN_SH, manifest
+from tests.helpers.local_jobs import Local, RUN_SH, manifest, run_job
 
 
 @pytest.fixture

@@ -10,40 +10,19 @@ import json
 import os
 import re
 import signal
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tests.local.conftest import FileServer, Local, replica
-from tests.local.test_local_training import _mpi_example
+from tests.helpers.local_jobs import FileServer, Local, replica
+from tests.helpers.local_training import _mpi_example, tf_job, wait_for_job, when
 from tests.helpers.progress import RecordingProgress
-from volcano_pipelines.steps._follow import FollowPolicy
 from volcano_pipelines.steps._results import TrainResult
-from volcano_pipelines.steps._waiting import WaitPolicy, run
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.report_lines import CHECKPOINT_ANNOTATION, PROGRESS_ANNOTATION
-from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Role, TFJobSpec
-from volcano_pipelines.volcano.tf import build_tf_job
-
-QUIET_TF = {"TF_CPP_MIN_LOG_LEVEL": "2"}
-FOLLOW = FollowPolicy(interval_seconds=1.0, annotate_interval_seconds=1.0)
-
-
-def tf_job(url: str, name: str, *, api: str, steps: int, checkpoint_every: int) -> dict[str, Any]:
-    spec = TFJobSpec(
-        job=JobOptions(name=name, max_retry=3),  # PodFailed -> RestartJob (the default)
-        code=CodeSource(url=url + "tf-ps/"),
-        ps=Role(replicas=1, env=QUIET_TF),
-        worker=Role(replicas=2, env=QUIET_TF),
-        chief=Role(env=QUIET_TF) if api == "tf2" else None,
-        args=(f"--api={api}", f"--steps={steps}", "--threads=1", "--log_every=20",
-              f"--checkpoint_every={checkpoint_every}"),
-    )
-    return build_tf_job(spec)
+from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Role
 
 
 def checkpoint_lines(path: str) -> list[int]:
@@ -52,34 +31,6 @@ def checkpoint_lines(path: str) -> list[int]:
     except OSError:
         return []
     return [int(step) for step in re.findall(r"vpipe:checkpoint step=(\d+)", text)]
-
-
-def when(local: Local, name: str, pod: str, ready: Callable[[dict[str, Any]], bool],
-         act: Callable[[dict[str, Any]], None], timeout: float = 400) -> threading.Thread:
-    """In the background: once `ready(replica of pod, attempt 0)` holds, `act` on it once."""
-    def watch() -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                r = replica(local, name, pod)
-            except StopIteration:
-                r = None
-            if r is not None and r["pid"] and r["finished_at"] is None and ready(r):
-                act(r)
-                return
-            time.sleep(0.2)
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread
-
-
-def wait_for_job(local: Local, manifest: dict[str, Any]) -> tuple[TrainResult, RecordingProgress]:
-    progress = RecordingProgress()
-    local.jobs.append(("default", manifest["metadata"]["name"]))
-    result = run(local.backend, manifest, WaitPolicy(timeout_seconds=900, follow=FOLLOW), progress,
-                 handle_signals=False)
-    return result, progress
 
 
 def check_followed(result: TrainResult, progress: RecordingProgress, steps: int) -> None:

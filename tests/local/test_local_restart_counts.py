@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.local.conftest import FileServer, assert_no_leak
-from tests.local.test_local_backend import RUN_SH
+from tests.helpers.local_jobs import FileServer, RUN_SH, assert_no_leak
 
 
 @pytest.fixture
@@ -144,7 +143,7 @@ def test_the_local_backend_never_asks_a_controller_to_sync(local: Any, code_url:
     """Issue 42 item 8: no controller runs here, so a local job Pending (its gang check, a
     restart) is never 'still Pending after its gang was admitted', however short the policy's
     patience (0 s: any admitted Pending would be nudged at once)."""
-    from tests.local.test_local_backend import manifest
+    from tests.helpers.local_jobs import manifest
     from volcano_pipelines.steps._waiting import WaitPolicy, run
 
     caplog.set_level(logging.WARNING)

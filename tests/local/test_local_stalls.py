@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.local_jobs import FileServer, Local, replica
+from tests.helpers.local_training import QUIET_TF, when
 from tests.helpers.progress import RecordingProgress
-from tests.local.conftest import FileServer, Local, replica
-from tests.local.test_local_progress import QUIET_TF, when
 from volcano_pipelines.steps._follow import FollowPolicy
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.steps._waiting import WaitPolicy, run

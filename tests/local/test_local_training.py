@@ -4,7 +4,6 @@ mpiexec ranks as real processes. Few and small on purpose (CI has two cores)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -13,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.local.conftest import EXAMPLES, FileServer, Local, alive, replica, run_job
+from tests.helpers.local_jobs import FileServer, Local, alive, replica, run_job
+from tests.helpers.local_training import _mpi_example
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Role, TFJobSpec
 from volcano_pipelines.volcano.tf import build_tf_job
@@ -104,20 +104,6 @@ def test_tf1_between_graph_asynchronous(local: Local, examples_server: FileServe
     shards = {i: re.search(rf"worker {i}: shard {i}/2: (\[.*\])", local.output.text()) for i in range(2)}
     assert all(shards.values())
     assert shards[0].group(1) != shards[1].group(1)
-
-
-def _mpi_example():
-    # Loaded here as its ranks load it: its own directory first on the path (its heartbeat module).
-    directory = str(EXAMPLES / "mpi")
-    spec = importlib.util.spec_from_file_location("mpi_train", EXAMPLES / "mpi" / "train.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, directory)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(directory)
-    return module
 
 
 def test_mpi_allreduce_over_two_ranks(local: Local, examples_server: FileServer, dataset: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.local.conftest import assert_no_leak
+from tests.helpers.local_jobs import assert_no_leak
 from tests.needs import unavailable
 from volcano_pipelines.cli import main
 

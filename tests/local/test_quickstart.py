@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.local.conftest import assert_no_leak, processes_touching
+from tests.helpers.local_jobs import assert_no_leak, processes_touching
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.py"
 # The signals under test at their defaults, whatever the test run was started with.

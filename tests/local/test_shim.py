@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.local.conftest import assert_no_leak, processes_touching
+from tests.helpers.local_jobs import assert_no_leak, processes_touching
 from volcano_pipelines.local.processes import supervised_popen
 
 ESCAPE = "( setsid env -i /bin/sleep 100004 < /dev/null > /dev/null 2>&1 & ); "

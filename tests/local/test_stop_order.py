@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.local.conftest import FileServer, Local
-from tests.local.test_local_backend import manifest
+from tests.helpers.local_jobs import FileServer, Local, manifest
 
 # The chief notes, on SIGTERM, whether the parameter server and the worker still run.
 RUN_SH = r"""#!/bin/bash

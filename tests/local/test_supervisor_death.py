@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.local.conftest import FileServer, assert_no_leak, processes_touching
+from tests.helpers.local_jobs import FileServer, assert_no_leak, processes_touching
 
 # Workers start a daemon the way one escapes a process group and the pod's marker: a
 # double fork (its parent exits: it is orphaned), setsid (a session of its own) and `env -i`

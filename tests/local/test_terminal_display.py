@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.local_jobs import FileServer, assert_no_leak
 from tests.helpers.terminal import run_in_terminal
-from tests.local.conftest import FileServer, assert_no_leak
 
 # The chief talks while it trains (a line every 0.1 s, a progress report every 0.5 s with its
 # printed time) and finishes; the parameter server and the worker wait to be stopped.

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.local.conftest import FileServer, Local, replica
-from tests.local.test_local_progress import tf_job, wait_for_job
+from tests.helpers.local_jobs import FileServer, Local, replica
+from tests.helpers.local_training import tf_job, wait_for_job
 
 
 def test_every_tensorflow_warning_of_the_chief_is_printed_once_and_each_report_has_its_time(local: Local, examples_server: FileServer,
