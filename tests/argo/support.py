@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from tests.helpers.http_server import serve
-from tests.integration.test_rbac import Access, audited, delete_cluster_scoped  # noqa: F401 - the Argo tests clean up with it
+from tests.helpers.rbac import Access, audited, delete_cluster_scoped  # noqa: F401 - the Argo tests clean up with it
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
@@ -44,7 +44,7 @@ def load(*relative: str) -> list[dict[str, Any]]:
 def base_objects(namespace: str) -> list[dict[str, Any]]:
     """manifests/base + manifests/argo's Role for `namespace` (cluster-scoped objects renamed
     per namespace, as tests/integration/test_rbac.py does)."""
-    from tests.integration.test_rbac import manifests
+    from tests.helpers.rbac import manifests
 
     objects = manifests(namespace, exclude=())
     for obj in load("manifests/argo/role-argo-executor.yaml"):

@@ -39,8 +39,7 @@ from images.build import STAND_INS
 from tests.argo import support
 from tests.argo.test_faults import jobs, submit_from_template, training_pods
 from tests.argo.test_workflows import GROUP, VERSION, _why, placement, workflow
-from tests.integration.test_rbac import granted
-from tests.integration.test_rbac_lifecycle import created_by_apply
+from tests.helpers.rbac import created_by_apply, granted
 from tests.integration.waiting import wait_for
 from tests.node.test_training import (  # noqa: F401 - module fixtures: node, code_url
     EXAMPLES,

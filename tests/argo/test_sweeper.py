@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 
 from tests.argo import support
-from tests.integration.test_rbac import granted
+from tests.helpers.rbac import granted
 from tests.integration.waiting import wait_for
 from volcano_pipelines.images import RUNTIME_IMAGE
 from volcano_pipelines.steps import tensorboard

@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 
 from tests.argo import support
-from tests.integration.test_rbac import granted
+from tests.helpers.rbac import granted
 from tests.integration.waiting import wait_for
 from volcano_pipelines.images import TF_TRAINER_IMAGE
 

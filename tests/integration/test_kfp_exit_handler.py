@@ -193,7 +193,7 @@ def test_an_exit_handler_handed_running_decides_from_the_job(
 
 
 def test_the_exit_handlers_summary_links_the_runs_tensorboard(cluster: Any, namespace: str, tmp_path: Path) -> None:
-    from tests.integration.test_lifecycle_support import make_log_pvc
+    from tests.helpers.lifecycle import make_log_pvc
     from volcano_pipelines.steps import tensorboard
 
     run_id = "with-board"

@@ -16,10 +16,9 @@ import pytest
 from kubernetes import client
 
 from tests import needs
-from tests.integration.test_argo_server_side import argo_crds  # noqa: F401 - the fixture
-from tests.integration.test_lifecycle_support import log_pvc_fixture, make_log_pvc  # noqa: F401 - the log_pvc fixture
-from tests.integration.waiting import wait_for
 from tests.cluster import behaviour
+from tests.helpers.lifecycle import make_log_pvc
+from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 kfp_local = needs.module("kfp.local", "the kfp extra is not installed (pip install 'volcano-pipelines[kfp]')")
@@ -181,7 +180,7 @@ def test_a_retried_train_step_attaches_to_its_job(cluster: Any, namespace: str, 
 
 
 def test_a_step_given_no_run_id_takes_the_kfp_run_and_its_workflow_from_its_pod(
-        cluster: Any, namespace: str, local_runs: Path, tmp_path: Path, argo_crds: None,  # noqa: F811 - the fixture
+        cluster: Any, namespace: str, local_runs: Path, tmp_path: Path, argo_crds: None,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A pipeline of a user's own, built from components/*.yaml, that passes no run_id: KFP's
     backend labels every pod of a run `pipeline/runid=<run id>`, gives each step container its
@@ -191,7 +190,7 @@ def test_a_step_given_no_run_id_takes_the_kfp_run_and_its_workflow_from_its_pod(
     deletes the job (the only cleanup of a cancelled KFP run the step can count on)."""
     import yaml
 
-    from tests.integration.test_argo_server_side import owner_workflow
+    from tests.helpers.argo_crds import owner_workflow
 
     core = client.CoreV1Api(cluster.api_client())
     workflow = owner_workflow(cluster, namespace, "kfp-run")

@@ -12,11 +12,7 @@ import pytest
 from kubernetes import client
 
 from tests.cluster import behaviour
-from tests.integration.test_lifecycle_support import (  # noqa: F401
-    Cluster,
-    kube_fixture,
-    volcano_job,
-)
+from tests.helpers.lifecycle import Cluster, volcano_job
 from tests.helpers.vpipe import finish, start, vpipe
 from tests.integration.waiting import wait_for
 

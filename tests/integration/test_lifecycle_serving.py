@@ -14,12 +14,7 @@ import pytest
 from kubernetes import client
 
 from tests.cluster import behaviour
-from tests.integration.test_lifecycle_support import (  # noqa: F401
-    Cluster,
-    kube_fixture,
-    log_pvc_fixture,
-    volcano_job,
-)
+from tests.helpers.lifecycle import Cluster, volcano_job
 from tests.helpers.vpipe import vpipe
 from tests.integration.waiting import wait_for
 from tests.unit.kube.tfserving_standin import standin, status_body

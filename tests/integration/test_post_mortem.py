@@ -18,8 +18,8 @@ import pytest
 
 from tests.cluster import behaviour
 from tests.helpers.evict import Evictor
-from tests.helpers.vpipe import VPIPE, Run
-from tests.integration.test_rbac import installed, manifests, token_kubeconfig
+from tests.helpers.rbac import installed, manifests, token_kubeconfig
+from tests.helpers.vpipe import Run, VPIPE
 
 pytestmark = pytest.mark.integration
 

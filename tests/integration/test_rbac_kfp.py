@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.integration.test_manifests import KFP_ACCOUNTS, MANIFESTS, render
-from tests.integration.test_rbac import Access, granted, installed
+from tests.helpers.manifests import KFP_ACCOUNTS, MANIFESTS, render
+from tests.helpers.rbac import Access, granted, installed
 
 pytestmark = pytest.mark.integration
 

@@ -2,11 +2,10 @@
 `vpipe tensorboard` and `vpipe serve` really do. With only that Role bound to the
 `vpipe-runner` ServiceAccount, every step's success and failure paths run with a real token
 of it on the RBAC-enforcing API server, audit log on; nothing may be denied, and the Role may
-grant nothing that no path used. The helpers are test_rbac.py's."""
+grant nothing that no path used. The helpers are in tests/helpers/rbac.py."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,20 +14,9 @@ import pytest
 import yaml
 
 from tests.cluster import behaviour
-from tests.integration.test_lifecycle_support import (
-    Cluster,
-    make_log_pvc,
-    volcano_job,
-)
+from tests.helpers.lifecycle import Cluster, make_log_pvc, volcano_job
+from tests.helpers.rbac import MANIFESTS, SERVICE_ACCOUNT, audited, created_by_apply, granted, installed, token_kubeconfig
 from tests.helpers.vpipe import vpipe
-from tests.integration.test_rbac import (
-    MANIFESTS,
-    SERVICE_ACCOUNT,
-    audited,
-    granted,
-    installed,
-    token_kubeconfig,
-)
 from tests.integration.waiting import wait_for
 from tests.unit.kube.tfserving_standin import standin, status_body
 
@@ -92,18 +80,6 @@ def test_lifecycle_role_is_exactly_what_every_path_uses(cluster: Any, namespace:
     assert denied == [], f"the ServiceAccount was refused: {denied}"
     unused = sorted(granted(only_lifecycle_role) - used)
     assert unused == [], f"the Role grants what no step used: {unused}"
-
-
-def created_by_apply(audit_log: Path, user: str) -> set[tuple[str, str, str, str]]:
-    """(verb, group, resource, subresource) of `user`'s patches that created their object."""
-    out = set()
-    for line in audit_log.read_text().splitlines():
-        event = json.loads(line)
-        ref = event.get("objectRef") or {}
-        if (event.get("stage") == "ResponseComplete" and event["user"].get("username") == user and event["verb"] == "patch"
-                and (event.get("responseStatus") or {}).get("code") == 201):
-            out.add(("patch", ref.get("apiGroup", ""), ref["resource"], ref.get("subresource", "")))
-    return out
 
 
 def test_creating_through_server_side_apply_needs_create(cluster: Any, namespace: str, tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ import pytest
 from kubernetes import client
 
 from tests.cluster import behaviour
-from tests.integration.test_lifecycle_support import log_pvc_fixture  # noqa: F401 - the fixture
 from tests.integration.waiting import wait_for
 from volcano_pipelines.kube.pods import ISTIO_INJECT
 from volcano_pipelines.steps import tensorboard, train_tf

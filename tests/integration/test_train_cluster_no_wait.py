@@ -10,8 +10,8 @@ import time
 import pytest
 
 from tests.cluster import behaviour
+from tests.helpers.train_cluster import CODE_URL, Observer, _label_args, _start, _vpipe
 from tests.helpers.vpipe import finish as _finish
-from tests.integration.test_train_cluster import CODE_URL, Observer, _label_args, _start, _vpipe
 from tests.integration.waiting import wait_for
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.cluster import behaviour
-from tests.integration.test_train_cluster import CODE_URL, Observer, _label_args, _vpipe
+from tests.helpers.train_cluster import CODE_URL, Observer, _label_args, _vpipe
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
-"""Shared pieces of the lifecycle integration tests (no tests here): running `vpipe` as a
-pipeline would, hand-made Volcano Jobs without the completion policy, the classic layout
-(workers as batch/v1 Jobs + parameter servers as a Deployment), and a bound log PVC."""
+"""Shared pieces of the lifecycle integration tests: hand-made Volcano Jobs without the completion
+policy, the classic layout (workers as batch/v1 Jobs + parameter servers as a Deployment), and a
+bound log PVC."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from kubernetes import client
 
 from tests.cluster import behaviour
@@ -125,11 +124,6 @@ class Cluster:
             raise
 
 
-@pytest.fixture(name="kube")
-def kube_fixture(cluster: Any, namespace: str) -> Cluster:
-    return Cluster(cluster, namespace)
-
-
 def make_log_pvc(cluster: Any, namespace: str, name: str = "logs") -> Iterator[str]:
     """A PVC bound to a hostPath PV made for it (the PV is cluster-scoped: removed after)."""
     core = client.CoreV1Api(cluster.api_client())
@@ -147,8 +141,3 @@ def make_log_pvc(cluster: Any, namespace: str, name: str = "logs") -> Iterator[s
         yield name
     finally:
         core.delete_persistent_volume(pv)
-
-
-@pytest.fixture(name="log_pvc")
-def log_pvc_fixture(cluster: Any, namespace: str) -> Iterator[str]:
-    yield from make_log_pvc(cluster, namespace)
