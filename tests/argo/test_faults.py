@@ -17,7 +17,6 @@ toleration, small CPU and memory requests."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -26,94 +25,21 @@ import pytest
 from kubernetes import client
 
 from tests.argo import support
-from tests.argo.test_workflows import GROUP, VERSION, _why, placement, submit, wait_finished, workflow
+from tests.helpers.workflows import (
+    GROUP,
+    VERSION,
+    _why,
+    jobs,
+    running,
+    step_pods,
+    submit_train,
+    train_parameters,
+    training_pods,
+    wait_finished,
+)
 from tests.integration.waiting import wait_for
-from volcano_pipelines.images import TF_TRAINER_IMAGE
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers]
-
-VOLCANO = ("batch.volcano.sh", "v1alpha1")
-
-
-def train_parameters(real_node: Any, url: str, name: str, work_seconds: int, timeout: str = "600") -> dict[str, str]:
-    taint = real_node.taint
-    return {
-        "name": name, "timeout": timeout, "image": TF_TRAINER_IMAGE, "code-url": f"{url}/tiny/",
-        "ps": "1", "workers": "1", "ps-cpu": "20m", "worker-cpu": "20m", "ps-memory": "128Mi",
-        "worker-memory": "128Mi", "env": f"TINY_WORK_SECONDS={work_seconds}", "queue": "default",
-        "node-selector": f"{real_node.label}={real_node.label_value}",
-        "tolerations": f"{taint['key']}={taint['value']}:{taint['effect']}",
-    }
-
-
-def submit_train(api: Any, namespace: str, real_node: Any, parameters: dict[str, str]) -> str:
-    """Submit a Workflow from the shipped template. The controller resolves workflowTemplateRef
-    from its informer's cache: a Workflow submitted right after the template was created can
-    end in Error ("... not found"); that one is deleted and submitted again (a race of the
-    test's set-up, not of the product)."""
-    return submit_from_template(api, namespace, real_node, "vpipe-train-tf", "fault-", parameters)
-
-
-def submit_from_template(api: Any, namespace: str, real_node: Any, template: str, prefix: str,
-                         parameters: dict[str, str], **spec: Any) -> str:
-    """A Workflow from a WorkflowTemplate (with `spec` fields of the Workflow's own, e.g. a
-    deadline), resubmitted while the controller does not know the template yet (submit_train)."""
-    body = {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Workflow", "metadata": {"generateName": prefix},
-        "spec": {"workflowTemplateRef": {"name": template}, **placement(real_node),
-                 "arguments": {"parameters": [{"name": k, "value": v} for k, v in parameters.items()]}, **spec},
-    }
-    for _attempt in range(10):
-        name = str(submit(api, namespace, body)["metadata"]["name"])
-        status = wait_for(f"workflow {name} started", lambda name=name: workflow(api, namespace, name).get("status"),
-                          timeout=60)
-        if "not found" not in str(status.get("message", "")):
-            return name
-        client.CustomObjectsApi(api).delete_namespaced_custom_object(GROUP, VERSION, namespace, "workflows", name)
-        time.sleep(2)
-    raise AssertionError(f"the controller never found the WorkflowTemplate {template}")
-
-
-def jobs(api: Any, namespace: str) -> dict[str, dict[str, Any]]:
-    items = client.CustomObjectsApi(api).list_namespaced_custom_object(*VOLCANO, namespace, "jobs")["items"]
-    return {j["metadata"]["name"]: j for j in items}
-
-
-def training_pods(core: Any, namespace: str, job: str) -> list[Any]:
-    return core.list_namespaced_pod(namespace, label_selector=f"volcano.sh/job-name={job}").items
-
-
-def step_pods(core: Any, namespace: str, wf_name: str) -> list[Any]:
-    return core.list_namespaced_pod(namespace, label_selector=f"workflows.argoproj.io/workflow={wf_name}").items
-
-
-def running(api: Any, namespace: str, job: str) -> bool:
-    found = jobs(api, namespace).get(job)
-    return bool(found) and found.get("status", {}).get("state", {}).get("phase") == "Running"
-
-
-def job_creations(audit_log: Path, namespace: str) -> list[tuple[str, int]]:
-    """(job name, HTTP code) of every `create` of a Volcano Job in `namespace` (audit log)."""
-    out = []
-    for line in audit_log.read_text().splitlines():
-        event = json.loads(line)
-        ref = event.get("objectRef") or {}
-        if (event.get("stage") == "ResponseComplete" and event.get("verb") == "create"
-                and ref.get("resource") == "jobs" and ref.get("apiGroup") == "batch.volcano.sh"
-                and ref.get("namespace") == namespace):
-            out.append((ref.get("name") or (event.get("requestObject") or {}).get("metadata", {}).get("name", ""),
-                        int((event.get("responseStatus") or {}).get("code", 0))))
-    return out
-
-
-@pytest.fixture
-def shipped(cluster: Any, namespace: str, argo: Any) -> Any:
-    api = cluster.api_client()
-    objects = support.base_objects(namespace)
-    support.apply_objects(api, namespace, objects)
-    support.apply_objects(api, namespace, support.load("pipelines/argo/train-tf.yaml"))
-    yield api
-    support.delete_cluster_scoped(api, objects)
 
 
 def test_stop_terminate_and_delete_leave_no_job_and_no_training_pod(cluster: Any, namespace: str, real_node: Any,

@@ -26,8 +26,7 @@ import pytest
 from kubernetes import client
 
 from tests.argo import support
-from tests.argo.test_faults import job_creations, jobs, running, shipped, step_pods, submit_train, train_parameters  # noqa: F401 - shipped: the fixture
-from tests.argo.test_workflows import _why, wait_finished, workflow
+from tests.helpers.workflows import _why, job_creations, jobs, running, step_pods, submit_train, train_parameters, wait_finished, workflow
 from tests.integration.waiting import wait_for
 
 
@@ -60,7 +59,7 @@ def record_pod(core: Any, namespace: str, name: str, seen: list[str]) -> threadi
 
 
 def test_deleted_step_pod_is_retried_and_attaches_to_the_one_job(cluster: Any, namespace: str, real_node: Any,
-                                                                  shipped: Any, tmp_path: Path) -> None:  # noqa: F811
+                                                                  shipped: Any, tmp_path: Path) -> None:
     plane = cluster.require_local()
     api, core = shipped, client.CoreV1Api(shipped)
     with support.code_server(real_node.gateway_ip, support.tiny_code(tmp_path)) as url:

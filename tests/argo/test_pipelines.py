@@ -24,40 +24,25 @@ connection to the Service's ready endpoint (support.service_forwarder), not at t
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from images.build import STAND_INS
 from tests.argo import support
-from tests.argo.test_faults import jobs, submit_from_template, training_pods
-from tests.argo.test_workflows import GROUP, VERSION, _why, placement, workflow
+from tests.helpers.argo_pipelines import follow, pipeline_parameters, placed, stage_dataset, storage, submit_pipeline, task_nodes
 from tests.helpers.rbac import created_by_apply, granted
+from tests.helpers.training import toleration
+from tests.helpers.workflows import GROUP, VERSION, _why, jobs, placement, submit_from_template, training_pods, workflow
 from tests.integration.waiting import wait_for
-from tests.node.test_training import (  # noqa: F401 - module fixtures: node, code_url
-    EXAMPLES,
-    _host_path_pvc,
-    code_url,
-    node,
-    toleration,
-)
-from tests.storage.fixtures import POD_HDFS_NAME
-from tests.storage.trees import put_tree
-from volcano_pipelines.images import MPI_TRAINER_IMAGE, TENSORBOARD_IMAGE, TF_TRAINER_IMAGE
+from volcano_pipelines.images import MPI_TRAINER_IMAGE
 from volcano_pipelines.volcano.copyjob import copy_job_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers, pytest.mark.hdfs,
               pytest.mark.gluster, pytest.mark.timeout(1200)]
 
-STANDIN = STAND_INS["tfserving-standin"]
-TEMPLATES = ("sync", "train-tf", "train-mpi", "reap", "tensorboard", "serve", "train-and-serve", "train-and-serve-mpi")
 STEPS = ("sync", "train", "reap", "tensorboard", "serve")
 # Granted by manifests/base to vpipe-runner for paths these runs do not take; each is used, with a
 # real token, by tests/integration/test_rbac.py or test_rbac_lifecycle.py.
@@ -77,121 +62,13 @@ NOT_ON_THESE_PATHS = {
 }
 
 
-@pytest.fixture(scope="module")
-def pipeline_node(node: Any, images: Any) -> Any:  # noqa: F811 - the imported module fixture
-    """The real node with the trainer, TensorBoard (tests/node) and TF Serving stand-in images."""
-    node.import_image(images.archive("tfserving-standin"))
-    return node
-
-
-@dataclass(frozen=True)
-class Storage:
-    data_pvc: str
-    log_pvc: str
-    data_dir: Path  # on the host: directories of the GlusterFS FUSE mount
-    log_dir: Path
-
-
 @pytest.fixture
-def shipped(cluster: Any, namespace: str, argo: Any, pipeline_node: Any, hdfs_for_pods: Any) -> Iterator[Any]:
-    """manifests/base + manifests/argo and the pipeline's WorkflowTemplates in the namespace;
-    the HDFS name resolving to the node's gateway for its pods."""
-    api = cluster.api_client()
-    objects = support.base_objects(namespace)
-    support.apply_objects(api, namespace, objects)
-    support.apply_objects(api, namespace, support.load(*(f"pipelines/argo/{t}.yaml" for t in TEMPLATES)))
-    support.external_name(api, namespace, POD_HDFS_NAME, pipeline_node.gateway_ip, hdfs_for_pods.http_port)
-    pvs: list[str] = []
-    try:
-        yield api, pvs
-    finally:
-        core = client.CoreV1Api(api)
-        for pv in pvs:
-            core.delete_persistent_volume(pv)
-        support.delete_cluster_scoped(api, objects)
+def shipped(pipelines_shipped: Any) -> Any:
+    """The pipeline's objects shipped to the namespace (tests/argo/conftest.py: pipelines_shipped)."""
+    return pipelines_shipped
 
 
-def storage(api: Any, pvs: list[str], namespace: str, gluster: Any, node: Any, tag: str) -> Storage:  # noqa: F811
-    """An empty data and log directory on GlusterFS as hostPath PVCs of the real node,
-    writable by the images' uid 1000 (a hostPath PV has no fsGroup)."""
-    root = gluster.fresh_dir(f"{namespace}-{tag}")
-    data_dir, log_dir = root / "data", root / "logs"
-    core = client.CoreV1Api(api)
-    for path, pvc in ((data_dir, f"{tag}-data"), (log_dir, f"{tag}-logs")):
-        path.mkdir()
-        path.chmod(0o777)
-        _host_path_pvc(core, namespace, pvc, path, node.name)
-        pvs.append(f"{namespace}-{pvc}"[:63])
-    return Storage(f"{tag}-data", f"{tag}-logs", data_dir, log_dir)
-
-
-def stage_dataset(hdfs: Any, namespace: str, tmp_path: Path) -> tuple[dict[str, bytes], str]:
-    """examples/data's dataset in HDFS; (its files, the URL the pods' sync reads it from)."""
-    made = tmp_path / "dataset"
-    subprocess.run([sys.executable, str(EXAMPLES / "data" / "make_dataset.py"), str(made), "--shards", "2"],
-                   check=True, capture_output=True)
-    dataset = {p.name: p.read_bytes() for p in made.iterdir()}
-    put_tree(hdfs.client(), f"/datasets/{namespace}", dataset)
-    return dataset, f"webhdfs://{POD_HDFS_NAME}:{hdfs.http_port}/datasets/{namespace}"
-
-
-def placed(node: Any) -> dict[str, str]:  # noqa: F811
-    """The pipeline parameters that put TensorBoard and the job's pods on the real node."""
-    selector, taint = f"{node.label}={node.label_value}", toleration(node)
-    return {"node-selector": selector, "tolerations": taint, "tensorboard-image": TENSORBOARD_IMAGE,
-            "tensorboard-node-selector": selector, "tensorboard-tolerations": taint, "tensorboard-cpu": "50m",
-            "queue": "default"}
-
-
-def pipeline_parameters(node: Any, name: str, code: str, src: str, volumes: Storage, serving_url: str,  # noqa: F811
-                        **extra: str) -> dict[str, str]:
-    selector, taint = f"{node.label}={node.label_value}", toleration(node)
-    small = {f"{task}-{what}": value for task in ("ps", "worker", "chief")
-             for what, value in (("cpu", "250m"), ("memory", "1536Mi"))}
-    return {
-        "name": name, "timeout": "900", "sync-src": src, "data-pvc": volumes.data_pvc, "log-pvc": volumes.log_pvc,
-        "image": TF_TRAINER_IMAGE, "code-url": code, "ps": "1", "workers": "2", "chief": "true",
-        "args": "\n".join(["--api=tf2", "--steps=40", "--threads=1", "--log_every=20", "--checkpoint_every=20",
-                           f"--model_name={name}"]),
-        "env": "TF_CPP_MIN_LOG_LEVEL=2", **placed(node), **small,
-        "serving-image": STANDIN, "serving-node-selector": selector, "serving-tolerations": taint,
-        "serving-cpu": "50m", "serving-memory": "128Mi", "serving-rest-url": serving_url,
-        "serving-smoke-payload": json.dumps({"instances": [[0.5] * 8]}),
-        **extra,
-    }
-
-
-def submit_pipeline(api: Any, namespace: str, node: Any, parameters: dict[str, str], **spec: Any) -> str:  # noqa: F811
-    return submit_from_template(api, namespace, node, "vpipe-train-and-serve", f"{parameters['name']}-", parameters,
-                                **spec)
-
-
-def follow(api: Any, namespace: str, names: list[str], timeout: float) -> tuple[dict[str, dict[str, Any]],
-                                                                               dict[str, dict[str, str]]]:
-    """Poll the workflows until all have finished; meanwhile record every step pod seen
-    (ServiceAccount, node): podGC deletes them once a workflow succeeds."""
-    core = client.CoreV1Api(api)
-    pods: dict[str, dict[str, str]] = {}
-    finished: dict[str, dict[str, Any]] = {}
-
-    def done() -> bool:
-        for pod in core.list_namespaced_pod(namespace, label_selector="workflows.argoproj.io/workflow").items:
-            pods[pod.metadata.name] = {"workflow": pod.metadata.labels["workflows.argoproj.io/workflow"],
-                                       "service_account": pod.spec.service_account_name or "",
-                                       "node": pod.spec.node_name or ""}
-        for name in names:
-            if name not in finished:
-                wf = workflow(api, namespace, name)
-                if wf.get("status", {}).get("phase") in ("Succeeded", "Failed", "Error"):
-                    finished[name] = wf
-        return len(finished) == len(names)
-
-    wait_for("the pipelines to finish", done, timeout=timeout, interval=1.0,
-             explain=lambda: "; ".join(_why(workflow(api, namespace, n)) for n in names if n not in finished))
-    return finished, pods
-
-
-def nightly(node: Any, parameters: dict[str, str]) -> dict[str, Any]:  # noqa: F811
+def nightly(node: Any, parameters: dict[str, str]) -> dict[str, Any]:
     """The shipped CronWorkflow with a schedule that comes due within a minute, the test's
     arguments instead of the example ones, and its pods on the real node."""
     (cron,) = support.load("pipelines/argo/nightly-retrain.yaml")
@@ -222,7 +99,7 @@ def forbid_lines(argo: Any, namespace: str) -> int:
                if "'ConcurrencyPolicy: Forbid' and has an active Workflow so it was not run" in line and namespace in line)
 
 
-def check_step_pods(plane: Any, namespace: str, node: Any, step_pods: list[dict[str, str]], at_least: int  # noqa: F811
+def check_step_pods(plane: Any, namespace: str, node: Any, step_pods: list[dict[str, str]], at_least: int
                     ) -> set[Any]:
     """Every step pod ran on the real node as vpipe-runner, and every request of the
     ServiceAccount (the steps and argoexec) was granted; returns the granted accesses."""
@@ -239,19 +116,13 @@ def workflow_outputs(wf: dict[str, Any]) -> dict[str, str]:
     return {p["name"]: p.get("value", "") for p in root.get("outputs", {}).get("parameters", [])}
 
 
-def task_nodes(wf: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The DAG's task nodes (and the exit handler's steps) by display name."""
-    return {n["displayName"]: n for n in wf["status"]["nodes"].values() if n.get("type") in ("Retry", "Pod", "Skipped")
-            and "(" not in n["displayName"]}
-
-
 def seconds(status: dict[str, Any]) -> float:
     """finishedAt - startedAt of a node or a workflow's status."""
     return support.parse_time(status["finishedAt"]) - support.parse_time(status["startedAt"])
 
 
 def test_train_and_serve_succeeds_end_to_end_and_a_failing_worker_fails_it_with_cleanup(
-        cluster: Any, namespace: str, pipeline_node: Any, code_url: str, hdfs_for_pods: Any, gluster: Any,  # noqa: F811
+        cluster: Any, namespace: str, pipeline_node: Any, code_url: str, hdfs_for_pods: Any, gluster: Any,
         argo: Any, shipped: Any, tmp_path: Path) -> None:
     plane = cluster.require_local()
     api, pvs = shipped
@@ -365,7 +236,7 @@ def test_train_and_serve_succeeds_end_to_end_and_a_failing_worker_fails_it_with_
 
 
 def test_the_mpi_pipeline_syncs_trains_and_starts_tensorboard(
-        cluster: Any, namespace: str, pipeline_node: Any, code_url: str, hdfs_for_pods: Any, gluster: Any,  # noqa: F811
+        cluster: Any, namespace: str, pipeline_node: Any, code_url: str, hdfs_for_pods: Any, gluster: Any,
         shipped: Any, tmp_path: Path) -> None:
     """vpipe-train-and-serve-mpi: sync from HDFS onto GlusterFS by two copy pods -> an MPI job (mpimaster + 2
     workers, mpiexec over ssh, the examples' allreduce training) -> TensorBoard."""

@@ -25,12 +25,11 @@ import pytest
 from kubernetes import client
 
 from tests.argo import support
-from tests.argo.test_faults import jobs, submit_from_template
-from tests.argo.test_pipelines import storage
-from tests.argo.test_workflows import _why, wait_finished
+from tests.helpers.argo_pipelines import storage
 from tests.helpers.evict import evict
+from tests.helpers.training import EXAMPLES, toleration
+from tests.helpers.workflows import _why, jobs, submit_from_template, wait_finished
 from tests.integration.waiting import wait_for
-from tests.node.test_training import EXAMPLES, code_url, node, toleration  # noqa: F401 - module fixtures
 from volcano_pipelines.images import TF_TRAINER_IMAGE
 from volcano_pipelines.volcano.report_lines import CHECKPOINT_ANNOTATION
 
@@ -39,7 +38,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.contain
 
 
 @pytest.fixture
-def shipped(cluster: Any, namespace: str, argo: Any, node: Any) -> Iterator[tuple[Any, list[str]]]:  # noqa: F811
+def shipped(cluster: Any, namespace: str, argo: Any, node: Any) -> Iterator[tuple[Any, list[str]]]:
     """manifests/base + manifests/argo and the train-tf WorkflowTemplate in the namespace."""
     api = cluster.api_client()
     objects = support.base_objects(namespace)
@@ -63,7 +62,7 @@ def checkpoint_written(api: Any, namespace: str, name: str) -> dict[str, Any] | 
 
 
 def test_a_worker_evicted_mid_training_restarts_the_job_and_the_workflow_succeeds_saying_so(
-        cluster: Any, namespace: str, node: Any, code_url: str, gluster: Any, shipped: Any) -> None:  # noqa: F811
+        cluster: Any, namespace: str, node: Any, code_url: str, gluster: Any, shipped: Any) -> None:
     api, pvs = shipped
     volumes = storage(api, pvs, namespace, gluster, node, "rsa")
     subprocess.run([sys.executable, str(EXAMPLES / "data" / "make_dataset.py"), str(volumes.data_dir), "--shards",

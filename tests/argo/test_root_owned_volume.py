@@ -22,8 +22,7 @@ import pytest
 from kubernetes import client
 
 from tests.argo import support
-from tests.argo.test_faults import submit_from_template
-from tests.argo.test_workflows import _why, wait_finished
+from tests.helpers.workflows import _why, submit_from_template, wait_finished
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers]
 

@@ -28,11 +28,10 @@ import pytest
 from kubernetes import client
 
 from tests.argo import support
-from tests.argo.test_faults import jobs, submit_from_template
-from tests.argo.test_sync_workers import CONF_DIR, CONF_PATCH, sync_template_over_hdfs
-from tests.argo.test_workflows import GROUP, VERSION, _why, wait_finished, workflow
+from tests.helpers.argo_pipelines import CONF_DIR, CONF_PATCH, sync_template_over_hdfs
+from tests.helpers.training import _host_path_pvc, toleration
+from tests.helpers.workflows import GROUP, VERSION, _why, jobs, submit_from_template, wait_finished, workflow
 from tests.integration.waiting import wait_for
-from tests.node.test_training import _host_path_pvc, toleration
 from tests.storage.fixtures import POD_HDFS_NAME
 from tests.storage.trees import put_tree, read_tree
 from volcano_pipelines.transfer.partition import run_dir

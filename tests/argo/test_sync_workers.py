@@ -31,11 +31,11 @@ import pytest
 from kubernetes import client
 
 from tests.argo import support
-from tests.argo.test_faults import jobs, step_pods, submit_from_template
-from tests.argo.test_workflows import _why, wait_finished, workflow
+from tests.helpers.argo_pipelines import CONF_DIR, CONF_PATCH, sync_template_over_hdfs
 from tests.helpers.evict import evict
+from tests.helpers.training import _host_path_pvc, toleration
+from tests.helpers.workflows import _why, jobs, step_pods, submit_from_template, wait_finished, workflow
 from tests.integration.waiting import wait_for
-from tests.node.test_training import _host_path_pvc, toleration
 from tests.storage.fixtures import POD_HDFS_NAME
 from tests.storage.trees import put_tree, read_tree, temp_files
 from volcano_pipelines.transfer.partition import load_part, run_dir
@@ -47,30 +47,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.contain
 
 
 CHANGED = "small/1/f005.txt"  # rewritten after the plan, before its pod copies it
-CONF_DIR = "/etc/hadoop/conf"  # where the step pod mounts the ConfigMap (and the copy pods, from it)
-HDFS_SITE = """<?xml version="1.0"?>
-<configuration>
-  <property><name>dfs.client.use.datanode.hostname</name><value>true</value></property>
-</configuration>
-"""
-# The step pod's ConfigMap volume, added to the shipped template's pod (Argo's podSpecPatch).
-CONF_PATCH = {"volumes": [{"name": "hadoop-conf", "configMap": {"name": "hadoop-conf"}}],
-              "containers": [{"name": "main", "volumeMounts": [{"name": "hadoop-conf", "mountPath": CONF_DIR,
-                                                                  "readOnly": True}]}]}
 REWRITTEN = b"rewritten after the plan\n" * 7
-
-
-def sync_template_over_hdfs(api: Any, namespace: str, real_node: Any, hdfs_for_pods: Any) -> list[dict[str, Any]]:
-    """The shipped `vpipe-sync` template and what its pods need to reach HDFS over `hdfs://`
-    (the name POD_HDFS_NAME for the test's HDFS, the ConfigMap `hadoop-conf` for CONF_PATCH);
-    returns the base objects, cluster-scoped ones included, for support.delete_cluster_scoped."""
-    objects = support.base_objects(namespace)
-    support.apply_objects(api, namespace, objects)
-    support.apply_objects(api, namespace, support.load("pipelines/argo/sync.yaml"))
-    support.external_name(api, namespace, POD_HDFS_NAME, real_node.gateway_ip, hdfs_for_pods.rpc_port)
-    client.CoreV1Api(api).create_namespaced_config_map(namespace, {"metadata": {"name": "hadoop-conf"},
-                                                                   "data": {"hdfs-site.xml": HDFS_SITE}})
-    return objects
 
 
 HUGE = "huge/weights.bin"  # one partition's file, long enough in the copy to be caught half-way

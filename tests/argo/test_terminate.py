@@ -27,20 +27,8 @@ import pytest
 from kubernetes import client
 
 from tests.argo import support
-from tests.argo.test_faults import jobs, running, training_pods
-from tests.argo.test_pipelines import (  # noqa: F401 - module fixtures: pipeline_node, shipped, node, code_url
-    code_url,
-    follow,
-    node,
-    pipeline_node,
-    pipeline_parameters,
-    shipped,
-    stage_dataset,
-    storage,
-    submit_pipeline,
-    task_nodes,
-)
-from tests.argo.test_workflows import GROUP, VERSION, _why, placement, submit, wait_finished, workflow
+from tests.helpers.argo_pipelines import follow, pipeline_parameters, stage_dataset, storage, submit_pipeline, task_nodes
+from tests.helpers.workflows import GROUP, VERSION, _why, jobs, placement, running, submit, training_pods, wait_finished, workflow
 from tests.integration.waiting import wait_for
 from volcano_pipelines.images import RUNTIME_IMAGE, TF_TRAINER_IMAGE
 from volcano_pipelines.kube.pods import mesh_opt_out
@@ -53,6 +41,12 @@ CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop"
 FINISH = ("import json, sys; from volcano_pipelines.steps import finish_run; "
           "r = finish_run(run_id=sys.argv[1], namespace=sys.argv[2], pipeline_state='RUNNING', on_failure='delete'); "
           "print('REPORT ' + json.dumps(r.to_dict()))")
+
+
+@pytest.fixture
+def shipped(pipelines_shipped: Any) -> Any:
+    """The pipeline's objects shipped to the namespace (tests/argo/conftest.py: pipelines_shipped)."""
+    return pipelines_shipped
 
 
 def kfp_shaped_workflow(namespace: str, real_node: Any, url: str) -> dict[str, Any]:
@@ -142,8 +136,8 @@ RUN_DEADLINE_SECONDS = 150
 @pytest.mark.gluster
 @pytest.mark.timeout(1200)
 def test_the_argo_pipeline_past_its_deadline_runs_its_exit_handler_and_cleans_up(
-        cluster: Any, namespace: str, pipeline_node: Any, code_url: str, hdfs_for_pods: Any, gluster: Any,  # noqa: F811
-        argo: Any, shipped: Any, tmp_path: Path) -> None:  # noqa: F811
+        cluster: Any, namespace: str, pipeline_node: Any, code_url: str, hdfs_for_pods: Any, gluster: Any,
+        argo: Any, shipped: Any, tmp_path: Path) -> None:
     """The shipped `vpipe-train-and-serve` ended by a workflow deadline while it trains (the
     pipelines' own deadline, here short): the training step is stopped, the workflow fails, the
     exit handler's report and cleanup run, and no Volcano Job or training pod is left.

@@ -17,29 +17,11 @@ from kubernetes import client
 
 from tests.argo import support
 from tests.helpers.rbac import granted
+from tests.helpers.workflows import GROUP, VERSION, _why, placement, submit, wait_finished
 from tests.integration.waiting import wait_for
 from volcano_pipelines.images import TF_TRAINER_IMAGE
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers]
-
-GROUP, VERSION = "argoproj.io", "v1alpha1"
-
-
-def submit(api: Any, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-    return client.CustomObjectsApi(api).create_namespaced_custom_object(GROUP, VERSION, namespace, "workflows", body)
-
-
-def workflow(api: Any, namespace: str, name: str) -> dict[str, Any]:
-    return client.CustomObjectsApi(api).get_namespaced_custom_object(GROUP, VERSION, namespace, "workflows", name)
-
-
-def wait_finished(api: Any, namespace: str, name: str, timeout: float) -> dict[str, Any]:
-    def done() -> dict[str, Any] | None:
-        wf = workflow(api, namespace, name)
-        return wf if wf.get("status", {}).get("phase") in ("Succeeded", "Failed", "Error") else None
-
-    return wait_for(f"workflow {name} to finish", done, timeout=timeout,
-                    explain=lambda: str(workflow(api, namespace, name).get("status")))
 
 
 def pod_outputs(wf: dict[str, Any]) -> dict[str, str]:
@@ -49,17 +31,6 @@ def pod_outputs(wf: dict[str, Any]) -> dict[str, str]:
         if node.get("type") == "Pod":
             out.update({p["name"]: p.get("value", "") for p in node.get("outputs", {}).get("parameters", [])})
     return out
-
-
-def _why(wf: dict[str, Any]) -> str:
-    status = wf.get("status", {})
-    nodes = [(n.get("displayName"), n.get("phase"), n.get("message")) for n in status.get("nodes", {}).values()]
-    return f"{status.get('phase')}: {status.get('message')}; nodes {nodes}"
-
-
-def placement(node: Any) -> dict[str, Any]:
-    """Workflow-level: every step pod on the real node."""
-    return node.placement()
 
 
 def test_trivial_workflow_succeeds_and_its_output_is_read_back(cluster: Any, namespace: str, real_node: Any,

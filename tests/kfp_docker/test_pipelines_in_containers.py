@@ -20,16 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.training import QUIET_TF, Volumes, placement, toleration
 from tests.kfp_docker.harness import bind, readable_kubeconfig, task_dirs, task_outputs
-from tests.node.test_training import (  # noqa: F401 - module fixtures: node, code_url, volumes
-    QUIET_TF,
-    Volumes,
-    code_url,
-    node,
-    placement,
-    toleration,
-    volumes,
-)
 
 pytestmark = [pytest.mark.integration, pytest.mark.kfpdocker, pytest.mark.realnode, pytest.mark.containers, pytest.mark.hdfs,
               pytest.mark.gluster]
@@ -89,7 +81,7 @@ def _prepare(kfp_docker: Any, cluster: Any, namespace: str, storage: Volumes, hd
 
 @pytest.mark.parametrize("kind", ["tf", "mpi"])
 def test_the_shipped_pipeline_runs_in_the_runtime_image(
-        kfp_docker: Any, cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes,  # noqa: F811 - the imported fixtures
+        kfp_docker: Any, cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes,
         hdfs: Any, tmp_path: Path, kind: str) -> None:
     from volcano_pipelines.images import MPI_TRAINER_IMAGE, TENSORBOARD_IMAGE, TF_TRAINER_IMAGE
     from volcano_pipelines.kfp.pipelines import train_and_serve
@@ -150,7 +142,7 @@ def test_the_shipped_pipeline_runs_in_the_runtime_image(
 
 
 def test_a_failing_worker_fails_the_run_and_the_exit_handler_keeps_the_post_mortem(
-        kfp_docker: Any, cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes,  # noqa: F811 - the imported fixtures
+        kfp_docker: Any, cluster: Any, namespace: str, node: Any, code_url: str, volumes: Volumes,
         hdfs: Any, tmp_path: Path) -> None:
     from volcano_pipelines.images import TENSORBOARD_IMAGE, TF_TRAINER_IMAGE
     from volcano_pipelines.kfp.pipelines import train_and_serve

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from tests.argo import support
+from tests.helpers.training import _host_path_pvc, toleration
 from tests.kfp_docker.harness import bind, outputs_in, readable_kubeconfig, task_dirs
-from tests.node.test_training import _host_path_pvc, toleration
 from tests.storage.fixtures import POD_HDFS_NAME
 from tests.storage.trees import put_tree, read_tree, temp_files
 

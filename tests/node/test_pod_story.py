@@ -19,8 +19,8 @@ import pytest
 
 from tests.helpers.evict import Evictor
 from tests.helpers.http_server import serve
+from tests.helpers.training import placement
 from tests.images.fixtures import Images
-from tests.node.test_training import placement
 from volcano_pipelines.images import TF_TRAINER_IMAGE
 from volcano_pipelines.steps import train_tf
 

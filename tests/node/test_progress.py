@@ -1,8 +1,8 @@
 """Live training progress on the real node: the train step follows the reports the examples
 print (docs/progress.md) through the pod log API while a TF2 parameter-server job and an MPI
 job train, keeps the Job's annotations current while they run, and returns the final figures
-(which the KFP Metrics are made from). Uses the fixtures of test_training.py (images, code
-server, PVCs on GlusterFS filled from HDFS)."""
+(which the KFP Metrics are made from). Uses the training fixtures of tests/node/fixtures.py
+(images, code server, PVCs on GlusterFS filled from HDFS)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.node import test_training as training
-from tests.node.test_training import QUIET_TF, Volumes, placement
+from tests.helpers.training import QUIET_TF, Volumes, placement
 from volcano_pipelines.images import MPI_TRAINER_IMAGE, TF_TRAINER_IMAGE
 from volcano_pipelines.k8s.client import USER_AGENT
 from volcano_pipelines.kfp.summary import train_metrics
@@ -25,9 +24,6 @@ from volcano_pipelines.steps._follow import FollowPolicy
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.report_lines import PROGRESS_ANNOTATION, TrainingProgress
 from volcano_pipelines.volcano.status import JobStatus
-
-# test_training.py's module fixtures, shared (images imported once per module).
-node, code_url, volumes = training.node, training.code_url, training.volumes
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers,
               pytest.mark.hdfs, pytest.mark.gluster]

@@ -20,7 +20,7 @@ The last test restarts the real kubelet (stop, start with the same state) while 
 trains: the job completes, restarted or not, and the step never hangs.
 
 The eviction is set off by what the step itself read (its Progress callback), never by a
-fixed sleep. Uses the fixtures of test_training.py (images, code server, PVCs)."""
+fixed sleep. Uses the training fixtures of tests/node/fixtures.py (images, code server, PVCs)."""
 
 from __future__ import annotations
 
@@ -34,17 +34,13 @@ from typing import Any
 import pytest
 
 from tests.helpers.evict import evict
-from tests.node import test_training as training
-from tests.node.test_training import QUIET_TF, Volumes, placement
+from tests.helpers.training import QUIET_TF, Volumes, placement
 from volcano_pipelines.images import MPI_TRAINER_IMAGE, TF_TRAINER_IMAGE
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.steps import train_mpi, train_tf
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.report_lines import TrainingProgress
 from volcano_pipelines.volcano.status import JobStatus
-
-# test_training.py's module fixtures, shared (images imported once per module).
-node, code_url, volumes = training.node, training.code_url, training.volumes
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers,
               pytest.mark.hdfs, pytest.mark.gluster, pytest.mark.timeout(900)]

@@ -4,7 +4,7 @@ container's does) while the job trains; the train step names it within --stall-t
 with --on-stall fail, aborts the job and says why. Real containers, real TensorFlow, the
 examples' heartbeat over the pod network. And a frozen chief (the TF2 coordinator), which the
 step finds by its own progress stopping, with --on-stall restart: the job restarts and resumes
-from its checkpoint. Uses the fixtures of test_training.py."""
+from its checkpoint. Uses the training fixtures of tests/node/fixtures.py."""
 
 from __future__ import annotations
 
@@ -19,12 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.node import test_training as training
-from tests.node.test_training import QUIET_TF, Volumes, placement
+from tests.helpers.training import QUIET_TF, Volumes, placement
 from volcano_pipelines.images import TF_TRAINER_IMAGE
 from volcano_pipelines.steps import train_tf
-
-node, code_url, volumes = training.node, training.code_url, training.volumes
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers,
               pytest.mark.hdfs, pytest.mark.gluster]

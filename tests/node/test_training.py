@@ -9,125 +9,18 @@ volume's FUSE mount; the data PVC is filled by the sync step from the test HDFS.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers.http_server import serve
-from tests.images.fixtures import Images
-from tests.storage.trees import put_tree
+from tests.helpers.training import QUIET_TF, Volumes, placement, toleration
 from volcano_pipelines.images import MPI_TRAINER_IMAGE, TENSORBOARD_IMAGE, TF_TRAINER_IMAGE
-from volcano_pipelines.steps import sync, tensorboard, train_mpi, train_tf
+from volcano_pipelines.steps import tensorboard, train_mpi, train_tf
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers,
               pytest.mark.hdfs, pytest.mark.gluster]
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-QUIET_TF = {"TF_CPP_MIN_LOG_LEVEL": "2"}
-
-
-@pytest.fixture(scope="module")
-def node(real_node: Any, images: Images) -> Any:
-    """The real node with the trainer and TensorBoard images in its containerd."""
-    for name in ("trainer-tf", "trainer-mpi", "tensorboard"):
-        real_node.import_image(images.archive(name))
-    return real_node
-
-
-# A worker that fails the way a user's program does (a last log line, then exit 3) while
-# its parameter server serves on.
-FAIL_SH = """#!/bin/bash
-if [ "$VPIPE_ROLE" != worker ]; then exec sleep infinity; fi
-echo "worker $VK_TASK_INDEX: loading data"
-echo "worker $VK_TASK_INDEX giving up: exit 3" >&2
-exit 3
-"""
-
-
-@pytest.fixture(scope="module")
-def code_url(node: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """examples/ (and fail/) over HTTP on the bridge's host address: the one place off the
-    bridge that pods reach."""
-    root = tmp_path_factory.mktemp("code")
-    for example in ("tf-ps", "mpi"):
-        (root / example).symlink_to(EXAMPLES / example)
-    (root / "fail").mkdir()
-    (root / "fail" / "run.sh").write_text(FAIL_SH)
-    with serve(root, host=node.gateway_ip) as server:
-        yield server.base
-
-
-@dataclass(frozen=True)
-class Volumes:
-    data_pvc: str
-    log_pvc: str
-    data_dir: Path  # on the host: the GlusterFS FUSE mount
-    log_dir: Path
-
-
-def _host_path_pvc(core: Any, namespace: str, name: str, path: Path, node_name: str) -> None:
-    """A PV on the real node's file system (hostPath, node affinity to it) bound to one claim."""
-    pv = f"{namespace}-{name}"[:63]
-    core.create_persistent_volume({
-        "metadata": {"name": pv, "labels": {"vpipe-test": "true"}},
-        "spec": {
-            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
-            "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
-            "hostPath": {"path": str(path), "type": "Directory"},
-            "claimRef": {"namespace": namespace, "name": name},
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node_name]}]}]}},
-        },
-    })
-    core.create_namespaced_persistent_volume_claim(namespace, {
-        "metadata": {"name": name},
-        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv,
-                 "resources": {"requests": {"storage": "1Gi"}}},
-    })
-
-
-@pytest.fixture
-def volumes(cluster: Any, namespace: str, node: Any, hdfs: Any, gluster: Any, tmp_path: Path) -> Iterator[Volumes]:
-    """Data staged by the sync step from HDFS onto GlusterFS, exposed to pods as PVCs."""
-    from kubernetes import client
-
-    made = tmp_path / "dataset"
-    subprocess.run([sys.executable, str(EXAMPLES / "data" / "make_dataset.py"), str(made), "--shards", "2"],
-                   check=True, capture_output=True)
-    hdfs_dir = f"/datasets/{namespace}"
-    put_tree(hdfs.client(), hdfs_dir, {p.name: p.read_bytes() for p in made.iterdir()})
-    root = gluster.fresh_dir(namespace)
-    data_dir, log_dir = root / "data", root / "logs"
-    result = sync(f"{hdfs.url}{hdfs_dir}", str(data_dir), checksum=True)
-    assert result.copied == len(list(made.iterdir())) and not result.failed
-    log_dir.mkdir()
-    log_dir.chmod(0o777)  # the trainer image runs as uid 1000; a hostPath PV has no fsGroup
-    core = client.CoreV1Api(cluster.api_client())
-    _host_path_pvc(core, namespace, "data", data_dir, node.name)
-    _host_path_pvc(core, namespace, "logs", log_dir, node.name)
-    try:
-        yield Volumes("data", "logs", data_dir, log_dir)
-    finally:
-        for pv in (f"{namespace}-data"[:63], f"{namespace}-logs"[:63]):
-            core.delete_persistent_volume(pv)
-
-
-def toleration(node: Any) -> str:
-    return f"{node.taint['key']}={node.taint['value']}:{node.taint['effect']}"
-
-
-def placement(node: Any) -> dict[str, Any]:
-    """The train step's own inputs (every task: "") that put every pod on the real node, and
-    a CPU request that lets four pods share its two cores (the default asks one core each)."""
-    return {"node_selector": {"": {node.label: node.label_value}}, "tolerations": {"": [toleration(node)]},
-            "cpu": {"": "250m"}, "memory": {"": "1536Mi"}}
 
 
 class PodClock:
