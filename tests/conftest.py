@@ -2,6 +2,12 @@
 
 import importlib.util
 
+import pytest
+
+# The helpers the test modules share (tests/helpers/) assert as the tests do: their asserts are
+# rewritten too, so that a failing one shows its values.
+pytest.register_assert_rewrite("tests.helpers")
+
 pytest_plugins = [
     name
     for name in ("tests.cluster.fixtures", "tests.node.fixtures", "tests.storage.fixtures", "tests.images.fixtures",

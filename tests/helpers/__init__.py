@@ -1,1 +1,2 @@
-"""Test helpers shared across suites: an HTTP file server, file trees, running `vpipe`."""
+"""Test helpers shared across suites: an HTTP file server, file trees, running `vpipe`, and what
+test modules share (no test module imports another: tests/unit/test_tests_stand_alone.py)."""
