@@ -17,7 +17,7 @@ from typing import Any
 
 from volcano_pipelines.volcano.status import job_status, pod_end, pod_task
 
-__all__ = ["RECORD_KIND", "Limits", "build_record", "index_in_name", "log_pods", "record_size"]
+__all__ = ["RECORD_KIND", "Limits", "build_record", "index_in_name", "log_pods", "pod_groups", "record_size"]
 
 RECORD_KIND = "VolcanoJobPostMortem"
 Obj = Mapping[str, Any]
@@ -205,6 +205,24 @@ def _compact(entry: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def pod_groups(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every pod entry counted by task, run, phase and what happened, with the pods' indices as
+    ranges (`0-16,20-3999`): the whole job's fate in a few rows, kept when the record must drop
+    pods to stay within its bound (at 11,001 pods it keeps about 4,600)."""
+    from volcano_pipelines.volcano.summary import format_ranges
+
+    groups: dict[tuple[str, int, str, str], list[int]] = {}
+    for entry in entries:
+        phase = str(entry.get("phase") or "?")
+        if entry.get("deleted") and phase in ("Pending", "Running"):
+            phase = f"deleted while {phase}"  # its last phase seen; the pod is gone
+        key = (str(entry.get("task") or "?"), int(entry.get("run") or 1), phase, str(entry.get("outcome") or "?"))
+        groups.setdefault(key, []).append(index_in_name(str(entry.get("name") or ""))[1])
+    return [{"task": task, "run": run, "phase": phase, "outcome": outcome, "pods": len(indices),
+             "indices": format_ranges(i for i in indices if i >= 0)}
+            for (task, run, phase, outcome), indices in sorted(groups.items(), key=lambda g: (g[0][0], g[0][1], -len(g[1])))]
+
+
 def build_record(
     job: Obj,
     pods: Sequence[Obj],
@@ -272,6 +290,7 @@ def build_record(
             ],
         },
         "restarts": [dict(r) for r in restarts],
+        "pod_groups": pod_groups(entries),
         "pods": entries,
         "events": all_events,
         "notes": list(notes),

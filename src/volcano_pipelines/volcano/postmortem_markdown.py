@@ -9,9 +9,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from volcano_pipelines.volcano.postmortem import index_in_name
+from volcano_pipelines.volcano.postmortem import pod_groups
 from volcano_pipelines.volcano.stalls import describe_stalled
-from volcano_pipelines.volcano.summary import format_ranges
 
 __all__ = ["markdown"]
 
@@ -30,6 +29,14 @@ def _fence(lines: Sequence[str]) -> list[str]:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return [fence, *lines, fence]
+
+
+def _pods_row(record: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> str:
+    """`11,001 (0 failed)`: every pod the job had, from the record's groups where it kept them."""
+    groups = record.get("pod_groups")
+    total = sum(int(g.get("pods") or 0) for g in groups) if groups else len(pods)
+    failed = sum(1 for p in pods if p.get("failed"))
+    return f"{total:,} ({failed:,} failed" + (f", {total - len(pods):,} not in the record)" if total > len(pods) else ")")
 
 
 def _pod_row(p: Mapping[str, Any], runs: bool) -> str:
@@ -52,26 +59,23 @@ def _pod_table(pods: Sequence[Mapping[str, Any]]) -> list[str]:
             + [_pod_row(p, runs) for p in pods])
 
 
-def _pod_groups(pods: Sequence[Mapping[str, Any]], failed_rows: int) -> list[str]:
+def _pod_groups(record: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], failed_rows: int) -> list[str]:
     """A large job's pods at a glance (the same lines for 100 pods and 11,000): per task, run
-    and what happened, how many and which (index ranges); then the first `failed_rows` failed
-    pods by name. The JSON record keeps every pod."""
-    groups: dict[tuple[str, int, str, str], list[int]] = {}
-    for p in pods:
-        phase = str(p.get("phase") or "?")
-        if p.get("deleted") and phase in ("Pending", "Running"):
-            phase = f"deleted while {phase}"
-        key = (str(p.get("task") or "?"), int(p.get("run") or 1), phase, str(p.get("outcome") or "?"))
-        groups.setdefault(key, []).append(index_in_name(str(p.get("name") or ""))[1])
-    runs = any(run > 1 for _, run, _, _ in groups)
-    lines = [f"{len(pods):,} pods by task and what happened (every pod is in the JSON record):", "",
+    and what happened, how many and which (index ranges), from the record's groups of every
+    pod (kept when the record dropped pods to stay within its bound); then the first
+    `failed_rows` failed pods by name."""
+    groups = record.get("pod_groups") or pod_groups(pods)
+    total = sum(int(g.get("pods") or 0) for g in groups)
+    runs = any(int(g.get("run") or 1) > 1 for g in groups)
+    lines = [f"{total:,} pods by task and what happened" + (
+        " (every pod is in the JSON record):" if total <= len(pods) else f" ({len(pods):,} of them in the JSON record):"), "",
              "| task |" + (" run |" if runs else "") + " phase | what happened | pods | which |",
              "|---|" + ("---|" if runs else "") + "---|---|---|---|"]
-    for (task, run, phase, what), indices in sorted(groups.items(), key=lambda item: (item[0][0], item[0][1], -len(item[1]))):
-        spans = format_ranges(i for i in indices if i >= 0).split(",")
+    for g in groups:
+        spans = str(g.get("indices") or "").split(",")
         which = ",".join(spans[:MAX_SPANS]) + (f" and {len(spans) - MAX_SPANS} more ranges" if len(spans) > MAX_SPANS else "")
-        lines.append(f"| {_cell(task)} |" + (f" {run} |" if runs else "")
-                     + f" {_cell(phase)} | {_cell(what)} | {len(indices):,} | {_cell(which)} |")
+        lines.append(f"| {_cell(g.get('task'))} |" + (f" {g.get('run') or 1} |" if runs else "")
+                     + f" {_cell(g.get('phase'))} | {_cell(g.get('outcome'))} | {int(g.get('pods') or 0):,} | {_cell(which)} |")
     failed = [p for p in pods if p.get("failed")]
     if failed:
         shown = failed[:failed_rows]
@@ -117,7 +121,7 @@ def markdown(record: Mapping[str, Any], *, table_rows: int = 50, log_lines: int 
     rows = [("phase", job.get("phase")), ("reason", job.get("reason")), ("message", job.get("message")),
             ("restarts", f"{job.get('retries', 0)} (max_retry {job.get('max_retry')})"),
             ("queue", job.get("queue")), ("created", job.get("created")), ("finished", job.get("finished")),
-            ("pods", f"{len(pods):,} ({sum(1 for p in pods if p.get('failed')):,} failed)"),
+            ("pods", _pods_row(record, pods)),
             ("collected", record.get("collected_at"))]
     if (record.get("stalled") or {}).get("tasks"):  # hung tasks the waiting step named
         rows.insert(3, ("stalled tasks", describe_stalled(record["stalled"])))
@@ -133,7 +137,7 @@ def markdown(record: Mapping[str, Any], *, table_rows: int = 50, log_lines: int 
     if len(pods) <= table_rows:
         lines += _pod_table(pods)
     else:  # a large job: what happened, grouped, then the failed pods by name
-        lines += _pod_groups(pods, table_rows)
+        lines += _pod_groups(record, pods, table_rows)
     large = len(pods) > table_rows
     detailed = [p for p in pods if p.get("failed") and p.get("detail")]
     if large and len(detailed) > DETAILED_FAILED_PODS:  # their logs would fill pages

@@ -179,3 +179,18 @@ def test_a_cancelled_step_says_so_beside_the_phase_the_job_had() -> None:
     assert rows[1:3] == [f"| phase | {JOB['status']['state']['phase']} |",
                          "| cancelled | cancelled by SIGINT: stopping the job (on_cancel=delete) |"], rows
     assert "cancelled" not in record() and "| cancelled |" not in markdown(record())
+
+
+def test_a_record_that_must_drop_pods_still_counts_every_pod_in_its_groups() -> None:
+    """At 11,001 pods the 1 MiB record kept 4,642 pods and its Markdown said '4,642 pods':
+    the groups are made from every pod before the record shrinks."""
+    pods = [pod("ps", i, phase="Running") for i in range(1000)] + [
+        pod("worker", i, phase="Succeeded", exit_code=0) for i in range(10_000)]
+    rec = build_record(JOB, pods, [], {}, collected_at="t", limits=Limits(max_bytes=256 * 1024))
+    assert len(rec["pods"]) < 11_000 and rec["dropped"]["pods"] > 0
+    assert sum(g["pods"] for g in rec["pod_groups"]) == 11_000
+    assert {(g["task"], g["phase"], g["pods"], g["indices"]) for g in rec["pod_groups"]} == {
+        ("ps", "Running", 1000, "0-999"), ("worker", "Succeeded", 10_000, "0-9999")}
+    text = markdown(rec)
+    assert f"11,000 pods by task and what happened ({len(rec['pods']):,} of them in the JSON record)" in text
+    assert f"| pods | 11,000 (0 failed, {11_000 - len(rec['pods']):,} not in the record) |" in text
