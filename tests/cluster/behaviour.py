@@ -12,6 +12,10 @@ container runs: a pod's "exit" is a status kwok writes.
 * ``RUN_FOR_LABEL: "<duration>"`` (e.g. ``"30s"``) changes how long a pod runs before it
   completes or fails.
 * Deleted pods disappear about 0.2 s after deletion (no kubelet grace period).
+* Pods in the namespace ``LOGS_NAMESPACE`` have a log: every container's is the file
+  ``ControlPlane.task_log`` (CRI format: ``write_log_lines``), which a test writes; the API
+  server reads it through kwok as through a kubelet (pods/log, tail and since included).
+  Elsewhere a fake pod has no log.
 
 Labels rather than annotations, because ``vpipe train --pod-label`` sets labels.
 """
@@ -44,3 +48,16 @@ def keep_running() -> dict[str, str]:
 def run_for(seconds: int) -> dict[str, str]:
     """Labels that make a completing (or failing) pod run ``seconds`` first."""
     return {RUN_FOR_LABEL: f"{seconds}s"}
+
+
+# Pods whose log kwok serves from ControlPlane.task_log (tests/cluster/launcher.py).
+LOGS_NAMESPACE = "kwok-logs"
+
+
+def cri_log_lines(lines: list[str], at: float) -> str:
+    """`lines` as a container runtime writes a log file (what kwok reads, as the kubelet does):
+    `<RFC 3339 nano> stdout F <text>`, each stamped `at` (Unix seconds)."""
+    from datetime import datetime, timezone
+
+    stamp = datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
+    return "".join(f"{stamp} stdout F {line}\n" for line in lines)

@@ -31,7 +31,7 @@ from collections.abc import Callable
 import yaml
 from volcano_pipelines.local.ports import free_port
 
-from tests.cluster import build
+from tests.cluster import behaviour, build
 
 STAGES_DIR = Path(__file__).resolve().parent / "stages"
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -41,6 +41,21 @@ VOLCANO_CONTROLLERS = "job-controller,pg-controller,queue-controller,gc-controll
 
 # Volcano's stock scheduler configuration (gang scheduling, DRF, proportion queues,
 # predicates so capacity such as nvidia.com/gpu is honoured).
+# kwok serves the log of every container of a pod in one namespace from one file
+# (behaviour.LOGS_NAMESPACE, ControlPlane.task_log); kwok's Logs API, v0.8.0.
+KWOK_LOGS_CONFIG = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: vpipe-task-log
+spec:
+  selector:
+    matchNamespaces: [{namespace}]
+  logs:
+  - logsFile: {file}
+    follow: false
+"""
+
 VOLCANO_SCHEDULER_CONF = """\
 actions: "enqueue, allocate, backfill"
 tiers:
@@ -187,6 +202,11 @@ class ControlPlane:
         return f"https://127.0.0.1:{self.ports['apiserver']}"
 
     @property
+    def task_log(self) -> Path:
+        """The log of every container of a pod in behaviour.LOGS_NAMESPACE (kwok serves it)."""
+        return self.state_dir / "kwok-logs" / "task.log"
+
+    @property
     def pki_dir(self) -> Path:
         """The test CA (ca.crt, ca.key) and the certificates signed by it."""
         return self.state_dir / "pki"
@@ -259,11 +279,14 @@ class ControlPlane:
         """A CA, an apiserver serving cert, an admin client cert (system:masters) and the
         service-account signing key, made with the openssl command line tool."""
         pki = self._pki
-        if pki("admin.crt").exists():
-            return
 
         def openssl(*args: str) -> None:
             subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+        if pki("admin.crt").exists():
+            if not pki("kwok.crt").exists():  # a state directory from before kwok served logs
+                self._make_kwok_cert(openssl)
+            return
 
         ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
         openssl("req", "-x509", *ec, "-keyout", str(pki("ca.key")), "-out", str(pki("ca.crt")),
@@ -286,6 +309,17 @@ class ControlPlane:
                     "-extfile", str(pki(f"{name}.ext")), "-out", str(pki(f"{name}.crt")))
         openssl("genrsa", "-out", str(pki("sa.key")), "2048")
         openssl("rsa", "-in", str(pki("sa.key")), "-pubout", "-out", str(pki("sa.pub")))
+        self._make_kwok_cert(openssl)
+
+    def _make_kwok_cert(self, openssl: Callable[..., None]) -> None:
+        """kwok serves the fake nodes' kubelet API (pods/log) at 127.0.0.1 with this certificate:
+        the API server checks it against the test CA, as it checks a real kubelet's."""
+        pki = self._pki
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        openssl("req", *ec, "-keyout", str(pki("kwok.key")), "-out", str(pki("kwok.csr")), "-subj", "/CN=kwok")
+        pki("kwok.ext").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+        openssl("x509", "-req", "-in", str(pki("kwok.csr")), "-CA", str(pki("ca.crt")), "-CAkey", str(pki("ca.key")),
+                "-CAcreateserial", "-days", "3650", "-extfile", str(pki("kwok.ext")), "-out", str(pki("kwok.crt")))
 
     def _write_kubeconfig(self) -> None:
         config = {
@@ -353,7 +387,9 @@ class ControlPlane:
             f"--kubelet-certificate-authority={pki('ca.crt')}",
             # A real node's kubelet listens on its InternalIP (the test bridge's gateway):
             # dial that, so the node name need not resolve (no /etc/hosts line).
-            "--kubelet-preferred-address-types=InternalIP,Hostname",
+            # InternalDNS first: kwok's fake nodes publish 127.0.0.1 there (where kwok serves
+            # their kubelet API) beside the InternalIP their pods report; a real node has none.
+            "--kubelet-preferred-address-types=InternalDNS,InternalIP,Hostname",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki('sa.pub')}",
             f"--service-account-signing-key-file={pki('sa.key')}",
@@ -457,12 +493,22 @@ class ControlPlane:
             "--v=2",
         ])
         stage_args = [f"--config={path}" for path in sorted(STAGES_DIR.glob("*.yaml"))]
+        self.task_log.parent.mkdir(parents=True, exist_ok=True)
+        self.task_log.touch()
+        logs_config = self.state_dir / "kwok-logs.yaml"
+        logs_config.write_text(KWOK_LOGS_CONFIG.format(namespace=behaviour.LOGS_NAMESPACE, file=self.task_log))
         self._spawn("kwok", [
             self._bin("kwok"),
             f"--kubeconfig={kubeconfig}",
             *stage_args,
+            f"--config={logs_config}",
             f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=fake",
+            # The fake nodes' kubelet API: the node stage publishes 127.0.0.1 (InternalDNS,
+            # which the API server prefers) and this port, and kwok serves it with TLS.
             f"--server-address=127.0.0.1:{self.ports['kwok']}",
+            f"--node-port={self.ports['kwok']}",
+            f"--tls-cert-file={self._pki('kwok.crt')}",
+            f"--tls-private-key-file={self._pki('kwok.key')}",
             "--node-lease-duration-seconds=40",
             "--cidr=10.244.0.0/16",
             "--node-ip=10.1.0.1",
@@ -517,7 +563,7 @@ class ControlPlane:
             ("kube-scheduler", lambda: self._http_ok(f"https://127.0.0.1:{self.ports['scheduler']}/healthz")),
             ("vc-controller-manager", lambda: self._http_ok(f"http://127.0.0.1:{self.ports['vc-cm-health']}/healthz")),
             ("vc-scheduler", lambda: self._http_ok(f"http://127.0.0.1:{self.ports['vc-sched-health']}/healthz")),
-            ("kwok", lambda: self._http_ok(f"http://127.0.0.1:{self.ports['kwok']}/healthz")),
+            ("kwok", lambda: self._http_ok(f"https://127.0.0.1:{self.ports['kwok']}/healthz")),
         ]
 
         def nodes_ready() -> bool:

@@ -7,6 +7,8 @@ error: a post-mortem is written on the way out and must not fail the step."""
 
 from __future__ import annotations
 
+import json
+
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,25 +41,25 @@ class Collected:
 
 def _events(cluster: Cluster, namespace: str, names: set[str], notes: list[str], missing: MissingInfo) -> list[Obj]:
     """The events about `names`, from one paged list of the namespace's events (a per-object
-    field selector would cost one request per pod)."""
+    field selector would cost one request per pod), as plain JSON: at 11,001 pods the typed
+    client's model objects of 10,000 events took most of the collection's memory."""
     out: list[Obj] = []
     token: str | None = None
     for _ in range(EVENT_PAGES):
         try:
-            kwargs: dict[str, Any] = {"limit": EVENT_PAGE, "_request_timeout": 30}
+            kwargs: dict[str, Any] = {"limit": EVENT_PAGE, "_request_timeout": 30, "_preload_content": False}
             if token:
                 kwargs["_continue"] = token
-            page = cluster.core.list_namespaced_event(namespace, **kwargs)
+            page = json.loads(cluster.core.list_namespaced_event(namespace, **kwargs).data)
         except Exception as err:  # noqa: BLE001 - typed below; a record without events still stands
             if isinstance(from_exception(err, "list events"), Forbidden):
                 missing.denied("list", "events", "the job's and pods' events")
             else:
                 notes.append(f"events not read: {err}")
             return out
-        for event in page.items:
-            if event.involved_object is not None and event.involved_object.name in names:
-                out.append(cluster.to_dict(event))
-        token = page.metadata._continue if page.metadata is not None else None
+        out += [event for event in page.get("items") or []
+                if ((event.get("involvedObject") or {}).get("name")) in names]
+        token = (page.get("metadata") or {}).get("continue") or None
         if not token:
             return out
     notes.append(f"events: only the first {EVENT_PAGE * EVENT_PAGES} events of namespace {namespace} were read")
