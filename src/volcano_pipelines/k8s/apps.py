@@ -174,8 +174,9 @@ def delete_namespace(cluster: Cluster, name: str) -> bool:
 
 
 def list_objects(cluster: Cluster, path: str, *, label_selector: str | None = None, field_selector: str | None = None,
-                 metadata_only: bool = False) -> tuple[list[Obj], str]:
-    """Every page of a list: (items, resourceVersion of the list)."""
+                 metadata_only: bool = False, project: Callable[[Obj], Obj] | None = None) -> tuple[list[Obj], str]:
+    """Every page of a list: (items, each through `project` as its page comes, resourceVersion
+    of the list)."""
     items: list[Obj] = []
     token: str | None = None
     while True:
@@ -188,7 +189,7 @@ def list_objects(cluster: Cluster, path: str, *, label_selector: str | None = No
             query.append(("continue", token))
         page = request(cluster, f"list {path}", "GET", path, query=query,
                        accept=METADATA_ONLY if metadata_only else "application/json")
-        items += page.get("items") or []
+        items += [project(item) for item in page.get("items") or []] if project else page.get("items") or []
         meta = page.get("metadata") or {}
         token = meta.get("continue")
         if not token:
@@ -266,8 +267,11 @@ class Informer:
 
     def __init__(self, cluster: Cluster, key: str, path: str, events: queue.Queue[tuple[str, str, Any]], *,
                  label_selector: str | None = None, field_selector: str | None = None,
-                 window: float = WATCH_WINDOW_SECONDS) -> None:
+                 window: float = WATCH_WINDOW_SECONDS, project: Callable[[Obj], Obj] | None = None) -> None:
         self.cluster = cluster
+        # What is kept of each object (k8s/pods.slim_pod: 2 KB of a training pod's 22): at
+        # 11,001 pods the reap step held every whole pod, over 1 GB.
+        self.project = project
         self.key = key
         self.path = path
         self.events = events
@@ -295,7 +299,7 @@ class Informer:
 
     def _list(self) -> tuple[list[tuple[str, Any]], str]:
         items, version = list_objects(self.cluster, self.path, label_selector=self.label_selector,
-                                      field_selector=self.field_selector)
+                                      field_selector=self.field_selector, project=self.project)
         return [("sync", items)], version
 
     def _watch(self, version: str) -> Iterator[tuple[tuple[str, Any] | None, str]]:
@@ -319,6 +323,8 @@ class Informer:
                     code = int(obj.get("code") or 500)
                     raise ApiException(status=code, reason=str(obj.get("message")))
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                if kind in ("ADDED", "MODIFIED", "DELETED") and self.project is not None:
+                    obj = self.project(obj)
                 yield ((kind, obj) if kind in ("ADDED", "MODIFIED", "DELETED") else None), version
         finally:
             raw.release_conn()

@@ -138,12 +138,13 @@ class Sweep:
 
     def _informers(self) -> list[Any]:
         from volcano_pipelines.k8s.apps import Informer, collection_path
+        from volcano_pipelines.k8s.pods import slim_pod
 
         def make(key: str, api: str, plural: str, **selectors: str) -> Any:
             self.caches[key] = {}
             window = SWEEP_WATCH_WINDOW if not self.job else 20
             return Informer(self.cluster, key, collection_path(api, plural, self.namespace), self.events,
-                            window=window, **selectors)
+                            window=window, project=slim_pod if plural == "pods" else None, **selectors)
 
         volcano = "batch.volcano.sh/v1alpha1"
         if self.job:
