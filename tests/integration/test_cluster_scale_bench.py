@@ -27,7 +27,8 @@ import pytest
 from tests.cluster import build
 from tests.needs import unavailable
 
-pytestmark = [pytest.mark.scale, pytest.mark.timeout(900)]
+# Its CI run took 451 s beside the other three processes (218 s on an idle machine): room to spare.
+pytestmark = [pytest.mark.scale, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[2]
 PS, WORKERS = 100, 1000
@@ -42,7 +43,7 @@ def report() -> dict:
     cmd = [sys.executable, str(REPO / "benchmarks" / "cluster_scale_bench.py"), "--ps", str(PS), "--workers", str(WORKERS),
            "--chief", "--small-workers", "0", "--nodes", "12", "--stall",
            "--volcano-qps", "500", "--volcano-burst", "1000", "--volcano-workers", "10"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=840, cwd=REPO)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=REPO)
     print(proc.stderr[-4000:])  # the benchmark's tables, for the CI log
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     return json.loads(proc.stdout)
