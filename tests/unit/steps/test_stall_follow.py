@@ -6,10 +6,10 @@ an injected clock: nothing sleeps."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import pytest
 
+from tests.helpers.following import running, say
 from tests.helpers.progress import RecordingProgress
 from tests.unit.steps.memory_backend import FakeClock, MemoryBackend, job
 from volcano_pipelines.errors import InputError
@@ -44,16 +44,6 @@ class Stallable(MemoryBackend):
     def post_mortem(self, restarts: list[dict[str, object]], stalled: dict[str, object] | None = None) -> dict[str, object]:
         self.records.append(stalled)
         return {"json": "/tmp/x.json"}
-
-
-def say(*lines: str) -> Callable[[MemoryBackend], None]:
-    def step(backend: MemoryBackend) -> None:
-        backend.logs[CHIEF] = backend.logs.get(CHIEF, "") + "".join(line + "\n" for line in lines)
-    return step
-
-
-def running(retries: int = 0) -> dict[str, object]:
-    return job("Running", retries=retries, tasks={"chief": {"Running": 1}})
 
 
 def wait(backend: MemoryBackend, clock: FakeClock, progress: RecordingProgress, on_stall: str = "warn",
