@@ -106,10 +106,10 @@ def _commands() -> list[tuple[str, str]]:
         command = re.split(r"\s#\s", command)[0]  # a shell comment
         out.extend((where, part if part.startswith("vpipe") else f"vpipe {part}")
                    for part in command.split(" | vpipe "))
-    from volcano_pipelines.cli import COMMANDS as KNOWN
+    from volcano_pipelines.cli import commands
 
     out += _inline_commands()
-    return [(w, c) for w, c in out if c.split()[1] in KNOWN]  # not prose that starts with "vpipe"
+    return [(w, c) for w, c in out if c.split()[1] in commands()]  # not prose that starts with "vpipe"
 
 
 # Inline code in prose: `...` (may run over a line break), outside fenced blocks.

@@ -160,10 +160,10 @@ def test_a_44_character_name_is_accepted_for_every_task(capsys: pytest.CaptureFi
 def _every_parser() -> list[tuple[str, object]]:
     import argparse
 
-    from volcano_pipelines.cli import COMMANDS, build_parser
+    from volcano_pipelines.cli import build_parser, commands
 
     found = []
-    for command in COMMANDS:
+    for command in commands():
         todo = [build_parser(command)._subparsers._group_actions[0].choices[command]]  # type: ignore[union-attr]
         while todo:
             parser = todo.pop()

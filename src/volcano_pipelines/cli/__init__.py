@@ -1,6 +1,9 @@
-"""`vpipe`: the command-line front end. Each command group lives in its own module that
-exposes `register(subparsers)`; the handler it sets returns an exit code. No logic here:
-arguments are translated to step calls, errors to exit codes (docs/design.md)."""
+"""`vpipe`: the command-line front end. The step commands are read from the step registry
+(steps/registry.py): each registered CLI step is `vpipe <words>`, listed with its one-line help
+(`Step.short_help`); the module its declaration names (`cli=`) fills in its flags and handler
+(`register_step(parser, step)`), or cli/generic.py generates them. The other commands (tools, not
+steps) are `TOOLS`, each module exposing `register(subparsers)`. A handler returns an exit code.
+No logic here: arguments are translated to step calls, errors to exit codes (docs/design.md)."""
 
 from __future__ import annotations
 
@@ -12,27 +15,24 @@ from typing import NoReturn
 
 from volcano_pipelines import __version__
 from volcano_pipelines.errors import EXIT_BAD_INPUT, EXIT_OK, InputError, VpipeError
-from volcano_pipelines.steps.registry import CLI, Step, steps_for
+from volcano_pipelines.steps.registry import CLI, GROUPS, Step, steps_for
 
-__all__ = ["build_parser", "generated_commands", "main"]
+__all__ = ["TOOLS", "build_parser", "command_help", "commands", "generated_commands", "main", "step_commands"]
 
-# Each command, the module that registers it, and its one-line help. Only the module of the
-# command being run is imported (`vpipe --help`, `render` and `sync` never load the Kubernetes
-# client, the sync engine or KFP); the others appear in usage and help from this table.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "render": ("volcano_pipelines.cli.train", "print the Volcano Job YAML for a training job"),
-    "train": ("volcano_pipelines.cli.train", "submit a training job and wait for it to finish"),
-    "status": ("volcano_pipelines.cli.train", "show a training job's phase and per-task counts"),
-    "sync": ("volcano_pipelines.cli.sync", "stage a dataset from HDFS / WebHDFS / a directory into a mounted volume"),
-    "compile": ("volcano_pipelines.cli.compile", "write the KFP components and pipelines (and Argo templates)"),
+# The commands that are not steps: the module that registers each, and its one-line help (the
+# module reads it from here: `command_help`). Only the module of the command being run is
+# imported (`vpipe --help`, `render` and `sync` never load the Kubernetes client, the sync
+# engine or KFP); the others appear in usage and help from their declarations.
+TOOLS: dict[str, tuple[str, str]] = {
+    "compile": ("volcano_pipelines.cli.compile",
+                "write the generated pipeline artifacts (components/*.yaml, pipelines/*.yaml)"),
     "schedule": ("volcano_pipelines.cli.schedule", "schedule recurring retraining (KFP recurring run)"),
     "pv": ("volcano_pipelines.cli.admin", "admin: PersistentVolume helpers"),
     "namespace": ("volcano_pipelines.cli.admin", "admin: namespace helpers"),
-    "reap": ("volcano_pipelines.cli.lifecycle", "end parameter servers that outlive their job's completion"),
-    "tensorboard": ("volcano_pipelines.cli.lifecycle", "expose TensorBoard over a job's logs and print its URL"),
-    "serve": ("volcano_pipelines.cli.lifecycle", "deploy the exported model with TF Serving and wait until it serves"),
-    "quickstart": ("volcano_pipelines.cli.examples", "run the quickstart from the examples this install ships"),
-    "examples": ("volcano_pipelines.cli.examples", "copy the examples (quickstart, training code) into a directory"),
+    "quickstart": ("volcano_pipelines.cli.examples",
+                   "run the quickstart (sample data, TF training on this machine, one prediction)"),
+    "examples": ("volcano_pipelines.cli.examples",
+                 "copy the examples (quickstart, TF / MPI training code, sample data) into a directory"),
 }
 # Flags whose value may itself start with '-' (`--mpiexec-arg -x`).
 DASH_VALUE_FLAGS = frozenset({"--mpiexec-arg"})
@@ -80,29 +80,68 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
+def step_commands() -> dict[str, tuple[Step, ...]]:
+    """Each first command word of the registered CLI steps (in the registry's order) -> the
+    steps it runs: one for `vpipe reap`, several for `vpipe train tf|mpi`."""
+    out: dict[str, tuple[Step, ...]] = {}
+    for item in steps_for(CLI):
+        out[item.words[0]] = (*out.get(item.words[0], ()), item)
+    return out
+
+
+def commands() -> tuple[str, ...]:
+    """Every command word `vpipe --help` lists: the steps', then the tools'."""
+    return (*step_commands(), *TOOLS)
+
+
+def command_help(word: str) -> str:
+    """The one-line help of `vpipe WORD`: a step's, a shared first word's (registry GROUPS; else
+    its steps' lines), or a tool's."""
+    if word in TOOLS:
+        return TOOLS[word][1]
+    items = step_commands()[word]
+    if items[0].words == (word,):
+        return items[0].short_help
+    return GROUPS.get(word) or "; ".join(item.short_help for item in items)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser with every command listed; only `command`'s module registers its flags."""
     parser = _Parser(prog="vpipe", description="Volcano training pipeline steps")
     parser.add_argument("--version", action="version", version=f"vpipe {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    module = COMMANDS[command][0] if command in COMMANDS else None
-    if module is not None:
-        importlib.import_module(module).register(subparsers)
-    for name, (home, text) in COMMANDS.items():
+    for word, items in step_commands().items():
+        if word != command:
+            subparsers.add_parser(word, help=command_help(word), add_help=False)
+        elif items[0].words == (word,):
+            _add_step(subparsers, items[0])
+        else:
+            group = subparsers.add_parser(word, help=command_help(word))
+            kinds = group.add_subparsers(dest=f"{word}_command", required=True, parser_class=_Parser)
+            for item in items:
+                _add_step(kinds, item)
+    module = TOOLS[command][0] if command in TOOLS else None
+    registered = False
+    for name, (home, text) in TOOLS.items():
         if home != module:
             subparsers.add_parser(name, help=text, add_help=False)
-    # A one-word step with no command module of its own gets the generated command.
-    for item in generated_commands():
-        if item.words[0] == command:
-            importlib.import_module("volcano_pipelines.cli.generic").register(subparsers, item)
-        else:
-            subparsers.add_parser(item.words[0], help=item.short_help, add_help=False)
+        elif not registered:
+            importlib.import_module(home).register(subparsers)
+            registered = True
     return parser
+
+
+def _add_step(subparsers: argparse._SubParsersAction[_Parser], item: Step) -> None:
+    """`vpipe <words>` for one step: its help line and description from the registry, the rest
+    from the module its declaration names (or the generated command)."""
+    parser = subparsers.add_parser(item.words[-1], help=item.short_help, description=item.summary)
+    home = f"volcano_pipelines.cli.{item.cli or 'generic'}"
+    importlib.import_module(home).register_step(parser, item)
 
 
 def generated_commands() -> tuple[Step, ...]:
     """The registered command-line steps whose command cli/generic.py generates."""
-    return tuple(item for item in steps_for(CLI) if len(item.words) == 1 and item.words[0] not in COMMANDS)
+    return tuple(item for item in steps_for(CLI) if not item.cli)
 
 
 def _split_extra(argv: list[str]) -> tuple[list[str], list[str]]:

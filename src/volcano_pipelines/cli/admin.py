@@ -16,6 +16,7 @@ import json
 import sys
 from typing import Any
 
+from volcano_pipelines.cli import command_help
 from volcano_pipelines.errors import EXIT_OK
 from volcano_pipelines.steps import namespace_prepare, pv_reuse
 from volcano_pipelines.steps.params import KubeContext, Kubeconfig, help_of
@@ -33,7 +34,7 @@ def _cluster_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    pv = subparsers.add_parser("pv", help="admin: PersistentVolume helpers")
+    pv = subparsers.add_parser("pv", help=command_help("pv"))
     pv_commands = pv.add_subparsers(dest="pv_command", required=True, parser_class=type(pv))
     reuse = pv_commands.add_parser(
         "reuse", help="re-bind a Released PersistentVolume to one named claim",
@@ -46,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _cluster_flags(reuse)
     reuse.set_defaults(handler=_pv_reuse, parser=reuse)
 
-    ns = subparsers.add_parser("namespace", help="admin: namespace helpers")
+    ns = subparsers.add_parser("namespace", help=command_help("namespace"))
     ns_commands = ns.add_subparsers(dest="namespace_command", required=True, parser_class=type(ns))
     prepare = ns_commands.add_parser(
         "prepare", help="copy the registry pull secret into algorithm namespaces (idempotent)",

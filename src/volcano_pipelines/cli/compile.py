@@ -11,6 +11,7 @@ import shlex
 import sys
 from pathlib import Path, PurePosixPath
 
+from volcano_pipelines.cli import command_help
 from volcano_pipelines.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, InputError, VpipeError, WorkFailed
 from volcano_pipelines import generated
 from volcano_pipelines.generated import write_all
@@ -25,7 +26,7 @@ FRONT_ENDS = ("volcano_pipelines.kfp.compile", "volcano_pipelines.argo.compile")
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "compile",
-        help="write the generated pipeline artifacts (components/*.yaml, pipelines/*.yaml)",
+        help=command_help("compile"),
         description="Render the KFP components and pipelines (and the Argo templates, where that front end is "
         "installed) from the step signatures and write them under ROOT; --check writes nothing and fails naming "
         "every stale file.",

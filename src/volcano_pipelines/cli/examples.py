@@ -9,6 +9,7 @@ import importlib.util
 import sys
 from types import ModuleType
 
+from volcano_pipelines.cli import command_help
 from volcano_pipelines.errors import EXIT_OK, InputError, VpipeError
 from volcano_pipelines.examples import ExamplesMissing, copy_examples, examples_dir
 
@@ -34,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     except ExamplesMissing:
         quickstart = None  # said when a command runs (exit 1), not as a traceback while parsing
     q = subparsers.add_parser(
-        "quickstart", help="run the quickstart (sample data, TF training on this machine, one prediction)",
+        "quickstart", help=command_help("quickstart"),
         description="The quickstart from the examples this install ships (see `vpipe examples --out DIR` for the "
         "code): a sample dataset synced with the real engine, trained by TensorFlow (1 ps + 2 workers + chief) on "
         "the local backend, TensorBoard over the logs, one prediction. Training here needs the [train] extra; "
@@ -46,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                 action.help += " (default %(default)s)"
     q.set_defaults(handler=lambda args: _quickstart(quickstart, args), parser=q)
     e = subparsers.add_parser(
-        "examples", help="copy the examples (quickstart, TF / MPI training code, sample data) into a directory",
+        "examples", help=command_help("examples"),
         description="Copy the examples this install ships (quickstart.py, tf-ps/, mpi/, data/) into DIR, created "
         "if missing; refuses to overwrite an existing file.")
     e.add_argument("--out", required=True, metavar="DIR", help="where to write them")

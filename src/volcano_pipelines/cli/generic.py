@@ -1,9 +1,9 @@
-"""`vpipe WORD` for a registered step that has no command module of its own: the command is
-generated from the step's declaration (steps/registry.py) — its words, summary and
+"""`vpipe WORDS` for a registered step that names no command module of its own: the command is
+generated from the step's declaration (steps/registry.py) — its words, help line, summary and
 positional parameters — and its signature (flags from cli/flags.py, as every step command
 has them); one step call; the result out (`--json`: its to_dict(); else one `name: value` line
-per field). A new step thus runs from the command line once it is registered; a hand-written
-module in `COMMANDS` replaces this where a step wants its own usage or summary lines.
+per field). A new step thus runs from the command line once it is registered; a module named by
+its declaration (`cli=`) replaces this where a step wants its own usage, flags or output.
 `call_step` is how every step command calls its step: an error names the flag the user typed."""
 
 from __future__ import annotations
@@ -21,15 +21,13 @@ from volcano_pipelines.errors import EXIT_FAILED, EXIT_OK, InputError
 from volcano_pipelines.steps.params import params
 from volcano_pipelines.steps.registry import Step
 
-__all__ = ["call_step", "print_result", "register"]
+__all__ = ["call_step", "print_result", "register_step"]
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], item: Step) -> None:
-    """Add `vpipe WORD` for a one-word step."""
+def register_step(parser: argparse.ArgumentParser, item: Step) -> None:
+    """Fill in `vpipe WORDS` (the parser cli/__init__.py made, with the step's help and summary)."""
     step = item.function()
     known = {p.name: p for p in params(step)}
-    parser = subparsers.add_parser(item.words[0], help=item.short_help,
-                                   description=item.summary)
     for name in item.positional:
         parser.add_argument(name, metavar=name.upper(), help=known[name].help)
     flags.add_step_flags(parser, step, item.tasks, skip=item.positional)

@@ -15,33 +15,35 @@ from volcano_pipelines.errors import EXIT_FAILED, EXIT_OK, InputError
 from volcano_pipelines.manifest import to_yaml
 from volcano_pipelines import steps
 from volcano_pipelines.steps.params import params
+from volcano_pipelines.steps.registry import Step
 
 # Resource parameters are per task for training (--worker-cpu); these steps run one kind of
 # pod, so they are plain flags here.
 PLAIN = ("cpu", "memory", "gpus")
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    reap = subparsers.add_parser(
-        "reap", help="finish training jobs whose parameter servers outlive the workers",
-        description="Finish training jobs whose parameter servers keep running after the completion task succeeded: "
-                    "one Volcano Job (JOB), or a sweep of everything matching --selector.",
-        usage="vpipe reap JOB [-n NAMESPACE] [flags]  |  vpipe reap --selector SELECTOR [--all-namespaces] [--once] [flags]")
-    reap.add_argument("job", nargs="?", metavar="JOB", help=_help(steps.reap, "job"))
-    _add(reap, steps.reap, skip={"job"})
-    reap.set_defaults(handler=_reap, parser=reap)
-
-    board = subparsers.add_parser(
-        "tensorboard", help="TensorBoard over the training logs; prints the URL",
-        usage="vpipe tensorboard --name NAME --log-pvc PVC [--logdir PATH] [--job JOB | --ttl S] [flags]")
-    _add(board, steps.tensorboard)
-    board.set_defaults(handler=_tensorboard, parser=board)
-
-    serve = subparsers.add_parser(
-        "serve", help="serve the exported model with TF Serving (or render a KServe InferenceService)",
-        usage="vpipe serve --name NAME --pvc PVC [--model-name M] [--model-dir-local DIR] [--smoke-payload JSON] [flags]")
-    _add(serve, steps.serve)
-    serve.set_defaults(handler=_serve, parser=serve)
+def register_step(parser: argparse.ArgumentParser, item: Step) -> None:
+    """Fill in `vpipe reap`, `vpipe tensorboard` or `vpipe serve` (the parser cli/__init__.py
+    made from the registry, with the step's help line and summary)."""
+    if item.words == ("reap",):
+        parser.description = ("Finish training jobs whose parameter servers keep running after the completion task "
+                              "succeeded: one Volcano Job (JOB), or a sweep of everything matching --selector.")
+        parser.usage = ("vpipe reap JOB [-n NAMESPACE] [flags]  |  vpipe reap --selector SELECTOR [--all-namespaces] "
+                        "[--once] [flags]")
+        parser.add_argument("job", nargs="?", metavar="JOB", help=_help(steps.reap, "job"))
+        _add(parser, steps.reap, skip={"job"})
+        parser.set_defaults(handler=_reap, parser=parser)
+    elif item.words == ("tensorboard",):
+        parser.usage = "vpipe tensorboard --name NAME --log-pvc PVC [--logdir PATH] [--job JOB | --ttl S] [flags]"
+        _add(parser, steps.tensorboard)
+        parser.set_defaults(handler=_tensorboard, parser=parser)
+    elif item.words == ("serve",):
+        parser.usage = ("vpipe serve --name NAME --pvc PVC [--model-name M] [--model-dir-local DIR] "
+                        "[--smoke-payload JSON] [flags]")
+        _add(parser, steps.serve)
+        parser.set_defaults(handler=_serve, parser=parser)
+    else:
+        raise LookupError(f"cli/lifecycle.py writes no command for step {item.name}")
 
 
 def _help(step: Callable[..., Any], name: str) -> str:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from volcano_pipelines.cli import command_help
 from volcano_pipelines.errors import EXIT_OK, InputError
 
 __all__ = ["register"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    schedule = subparsers.add_parser("schedule", help="schedule recurring pipeline runs (retraining)")
+    schedule = subparsers.add_parser("schedule", help=command_help("schedule"))
     targets = schedule.add_subparsers(dest="target", required=True, parser_class=type(schedule))
     p = targets.add_parser(
         "kfp", help="create a KFP recurring run of a compiled pipeline",

@@ -21,6 +21,7 @@ from volcano_pipelines.steps import DEFAULT_DURABILITY, DEFAULT_STREAMS, DURABIL
 from volcano_pipelines.cli.flags import add_step_flags, flag_for, step_kwargs
 from volcano_pipelines.cli.generic import print_result
 from volcano_pipelines.steps.params import params
+from volcano_pipelines.steps.registry import Step
 
 if TYPE_CHECKING:
     from volcano_pipelines.steps import SyncResult
@@ -54,13 +55,10 @@ FLAGS: dict[str, str] = {
 }
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser(
-        "sync",
-        help="stage a dataset from HDFS / WebHDFS / a directory into a mounted volume",
-        description="Copy new and changed files from SRC (hdfs://, viewfs://, webhdfs://, file://, "
-        "a path) into the directory DST (the mounted PVC): parallel, atomic, verified.",
-    )
+def register_step(p: argparse.ArgumentParser, item: Step) -> None:
+    """Fill in `vpipe sync` (the parser cli/__init__.py made from the registry, with its help line)."""
+    p.description = ("Copy new and changed files from SRC (hdfs://, viewfs://, webhdfs://, file://, "
+                     "a path) into the directory DST (the mounted PVC): parallel, atomic, verified.")
     # Each flag's help is the step's own (its docstring); argparse formats help with %.
     docs = {param.name: param for param in params(sync_step)}
 

@@ -15,47 +15,40 @@ from volcano_pipelines.errors import EXIT_FAILED, EXIT_OK, InputError
 from volcano_pipelines.manifest import to_yaml
 from volcano_pipelines import steps
 from volcano_pipelines.steps.params import params
-from volcano_pipelines.steps import MPI_TASKS, TF_TASKS, TrainResult
+from volcano_pipelines.steps import TrainResult
+from volcano_pipelines.steps.registry import CLI, Step, steps_for
 from volcano_pipelines.volcano.report_lines import progress_from_dicts
 from volcano_pipelines.volcano.stalls import describe_stalled
 from volcano_pipelines.volcano.summary import JobSummary, format_training, summary_lines
 from volcano_pipelines.volcano.status import FAILED_PHASES, FINAL_PHASES, TaskCounts
 
-KINDS: dict[str, tuple[Callable[..., Any], Callable[..., Any], tuple[str, ...], str]] = {
-    "tf": (steps.render_tf, steps.train_tf, TF_TASKS,
-           "distributed TensorFlow: parameter servers + workers (+ chief, evaluator)"),
-    "mpi": (steps.render_mpi, steps.train_mpi, MPI_TASKS,
-            "MPI: one mpimaster running mpiexec over N mpiworkers"),
-}
 
-
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    render = subparsers.add_parser("render", help="print the Volcano Job YAML for a training job")
-    render_kinds = render.add_subparsers(dest="kind", required=True, parser_class=type(render))
-    train = subparsers.add_parser("train", help="submit a training job and wait for it to finish")
-    train_kinds = train.add_subparsers(dest="kind", required=True, parser_class=type(train))
-    for kind, (render_fn, train_fn, tasks, text) in KINDS.items():
-        for kinds, step, handler in ((render_kinds, render_fn, _render), (train_kinds, train_fn, _train)):
-            command = "render" if step is render_fn else "train"
-            parser = kinds.add_parser(
-                kind, help=text, description=text + ". Arguments for the entry point (TF) or the program (MPI) go after --.",
-                usage=f"vpipe {command} {kind} --name NAME [flags] [-- ARGS]",
-            )
-            flags.add_step_flags(parser, step, tasks)
-            if step is render_fn:
-                _where_it_would_go(parser, train_fn)
-            if step is train_fn:
-                output = parser.add_argument_group("output")
-                output.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-                output.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-            parser.set_defaults(handler=handler, step=step, tasks=tasks, kind=kind, takes_extra=True, parser=parser)
-    status = subparsers.add_parser("status", help="show a training job's phase and per-task counts",
-                                   usage="vpipe status JOB [-n NAMESPACE] [--kubeconfig PATH] [--context NAME] [--log-lines N] "
-                                         "[--post-mortem] [--local-dir DIR] [--json]")
-    status.add_argument("job", help="job name")
-    flags.add_step_flags(status, steps.status, (), skip={"name"})
-    status.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    status.set_defaults(handler=_status, parser=status)
+def register_step(parser: argparse.ArgumentParser, item: Step) -> None:
+    """Fill in `vpipe render tf|mpi`, `vpipe train tf|mpi` or `vpipe status` (the parser
+    cli/__init__.py made from the registry, with the step's help line)."""
+    step = item.function()
+    if item.words == ("status",):
+        parser.usage = ("vpipe status JOB [-n NAMESPACE] [--kubeconfig PATH] [--context NAME] [--log-lines N] "
+                        "[--post-mortem] [--local-dir DIR] [--json]")
+        parser.add_argument("job", help="job name")
+        flags.add_step_flags(parser, step, (), skip={"name"})
+        parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+        parser.set_defaults(handler=_status, parser=parser)
+        return
+    command, kind = item.words
+    parser.description = item.short_help + ". Arguments for the entry point (TF) or the program (MPI) go after --."
+    parser.usage = f"vpipe {command} {kind} --name NAME [flags] [-- ARGS]"
+    flags.add_step_flags(parser, step, item.tasks)
+    if item.result is None:  # render: nothing is sent
+        train = next(other for other in steps_for(CLI) if other.words == ("train", kind))
+        _where_it_would_go(parser, train.function())
+        handler = _render
+    else:
+        output = parser.add_argument_group("output")
+        output.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+        output.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+        handler = _train
+    parser.set_defaults(handler=handler, step=step, tasks=item.tasks, kind=kind, takes_extra=True, parser=parser)
 
 
 def _where_it_would_go(parser: argparse.ArgumentParser, train_fn: Callable[..., Any]) -> None:

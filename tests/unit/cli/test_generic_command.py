@@ -87,3 +87,22 @@ def test_it_is_listed_and_has_help(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_step_with_a_command_module_keeps_it() -> None:
     generated = {item.name for item in cli.generated_commands()}
     assert "greet" in generated and generated.isdisjoint({"sync", "reap", "tensorboard", "serve", "status"})
+
+
+def test_a_step_under_new_words_is_listed_and_runs_with_no_table(monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A two-word step whose first word no other command has: `vpipe --help` lists the word (with
+    its steps' lines, the registry having no GROUPS line for it), `vpipe WORD --help` the step."""
+    again = _TestStep("greet_again", "_greet", "GreetResult", ("hello", "again"), "Greet someone again. Politely.",
+                      positional=("name",))
+    registered = cli.steps_for
+    monkeypatch.setattr(cli, "steps_for", lambda front_end: (*registered(front_end), again))
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    listed = " ".join(capsys.readouterr().out.split())
+    assert "hello greet someone again" in listed and "greet greet someone" in listed
+    with pytest.raises(SystemExit):
+        cli.main(["hello", "--help"])
+    assert "again greet someone again" in " ".join(capsys.readouterr().out.split())
+    assert cli.main(["hello", "again", "world"]) == EXIT_OK
+    assert capsys.readouterr().out.splitlines()[0] == "greeting: hello world"

@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 
-from volcano_pipelines.cli import COMMANDS, build_parser, main
+from volcano_pipelines.cli import build_parser, commands, main
 
 
 def _paths() -> list[list[str]]:
@@ -23,7 +23,7 @@ def _paths() -> list[list[str]]:
                     found.append([*path, name])
                     walk(sub, [*path, name])
 
-    for command in COMMANDS:
+    for command in commands():
         walk(build_parser(command), [])
     return found
 
@@ -32,7 +32,7 @@ PATHS = _paths()
 
 
 def test_every_command_is_walked() -> None:
-    assert {p[0] for p in PATHS if p} == set(COMMANDS)
+    assert {p[0] for p in PATHS if p} == set(commands())
     assert ["train", "tf"] in PATHS and ["pv", "reuse"] in PATHS and ["schedule", "kfp"] in PATHS
 
 

@@ -4,6 +4,7 @@ steps of its own (the drift test at the end)."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import dataclasses
 import typing
@@ -15,7 +16,8 @@ from tests.helpers.source import parsed
 
 import volcano_pipelines.steps as steps_package
 from volcano_pipelines.steps.params import params
-from volcano_pipelines.steps.registry import ARGO, CLI, KFP, STEPS, WHOLE, Step, exports, output_type, steps_for
+from volcano_pipelines.steps.registry import (ARGO, CLI, GROUPS, KFP, STEPS, WHOLE, Step, exports, output_type,
+                                              steps_for)
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "volcano_pipelines"
 IDS = [item.name for item in STEPS]
@@ -102,8 +104,8 @@ def test_every_cli_step_is_a_vpipe_command(item: Step) -> None:
     from volcano_pipelines.cli import build_parser
 
     command = " ".join(item.words)
-    missing = (f"no `vpipe {command}` command for step {item.name}: a module in cli/ whose register(subparsers) "
-               f"adds it, and its entry in cli/__init__.py COMMANDS")
+    missing = (f"no `vpipe {command}` command for step {item.name}: cli/{item.cli or 'generic'}.py "
+               f"register_step(parser, step) must set its handler")
     parser = build_parser(item.words[0])
     for word in item.words:
         sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
@@ -112,9 +114,46 @@ def test_every_cli_step_is_a_vpipe_command(item: Step) -> None:
     assert parser.get_default("handler") is not None, missing
 
 
+def _sub(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def _listed(parser: argparse.ArgumentParser) -> dict[str, str | None]:
+    """A parser's command list: each word -> the help line it shows."""
+    return {choice.dest: choice.help for choice in _sub(parser)._choices_actions}
+
+
+def test_vpipe_help_lists_every_cli_step_with_its_one_help_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """The command list is the registry's CLI steps (then the tools, which are no steps), each
+    with the one help line its declaration gives, the same whichever command is being parsed;
+    a step missing from `vpipe --help` fails here."""
+    from volcano_pipelines import cli
+
+    words = list(dict.fromkeys(item.words[0] for item in steps_for(CLI)))
+    assert list(cli.commands()) == words + list(cli.TOOLS)
+    assert set(words).isdisjoint(cli.TOOLS), "a tool named like a step's command"
+    listed = _listed(cli.build_parser())
+    for item in steps_for(CLI):
+        line = item.short_help
+        assert line and "\n" not in line, item.name
+        built = cli.build_parser(item.words[0])
+        assert _listed(built) == listed, f"`vpipe --help {item.words[0]}` lists other help lines than `vpipe --help`"
+        if len(item.words) == 1:
+            assert listed[item.words[0]] == line, item.name
+        else:
+            assert listed[item.words[0]] == GROUPS[item.words[0]], f"registry GROUPS has no line for {item.words[0]}"
+            assert _listed(_sub(built).choices[item.words[0]])[item.words[1]] == line, item.name
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for item in steps_for(CLI):
+        assert f"{item.words[0]} " in shown, f"`vpipe --help` does not list step {item.name}"
+
+
 # --- drift ---------------------------------------------------------------------------------
-# A literal collection naming more than half of the steps (or of the result types) is a list
-# of steps kept by hand. Allowed, with the reason:
+# A literal collection naming more than half of the steps (or of the result types; in cli/, of
+# the steps' `vpipe` command words: a command table) is a list of steps kept by hand. Allowed,
+# with the reason:
 ALLOWED_LISTS = {
     ("kfp/runtime.py", "_REPORTS"): "how the KFP UI shows each result type (a missing one: the generic summary)",
 }
@@ -140,6 +179,7 @@ def _target(parent: ast.AST | None) -> str:
 def test_no_module_keeps_its_own_list_of_steps() -> None:
     step_names = {item.name for item in STEPS} | {item.template for item in STEPS}
     result_names = {item.result for item in STEPS if item.result}
+    command_words = {item.words[0] for item in steps_for(CLI)}
     found = []
     for path in sorted(SRC.rglob("*.py")):
         relative = str(path.relative_to(SRC))
@@ -149,7 +189,7 @@ def test_no_module_keeps_its_own_list_of_steps() -> None:
         for parent in ast.walk(tree):
             for node in ast.iter_child_nodes(parent):
                 names = _literal_names(node)
-                for known in (step_names, result_names):
+                for known in (step_names, result_names, command_words if relative.startswith("cli/") else set()):
                     if len(names & known) * 2 > len({n for n in known if "-" not in n}):
                         if (relative, _target(parent)) not in ALLOWED_LISTS:
                             found.append(f"{relative}:{node.lineno} {_target(parent)} {sorted(names & known)}")
