@@ -14,8 +14,9 @@ Measures for each job:
     of a run that failed after training (it saves the post-mortem of every pod and deletes
     the job) and `vpipe status --post-mortem` showing that record;
   * with --stall, the large job's coordinator (its log served by kwok) names three workers as
-    stalled once the job runs: the step must name them and, with --on-stall restart, restart
-    the job once (cause stalled), which then completes.
+    stalled once the job runs: the step must name them and, with --on-stall restart (the
+    default), restart the job once (cause stalled), which then completes; with --on-stall
+    warn, it names them on the job and the job goes on, the stall cleared once it was named.
 
     python benchmarks/cluster_scale_bench.py [--ps 100] [--workers 1000] [--nodes 24]
         [--volcano-qps 50 --volcano-burst 100 --volcano-workers 3]   # Volcano's defaults
@@ -46,6 +47,7 @@ from kubernetes import client
 
 from tests.cluster import behaviour, build
 from tests.cluster.launcher import ControlPlane, NodeShape
+from volcano_pipelines.volcano.stalls import stall_from_annotations
 
 # `vpipe` identifies itself as vpipe/<version> (volcano_pipelines.k8s.client.USER_AGENT). The
 # benchmark's own client uses another agent, so its polling is not counted.
@@ -151,15 +153,17 @@ STALLED = "worker[17-19]"
 
 class ChiefLog(threading.Thread):
     """The chief for --stall. Its log (kwok serves it for the pods of behaviour.LOGS_NAMESPACE):
-    a progress report every 2 s and, from when the job first runs until Volcano restarts it,
-    the coordinator's line naming three stalled workers; after the restart, the line that
-    says none is. The chief keeps running (behaviour.KEEP_RUNNING_LABEL) until the restart's
-    new chief runs, then it is let go: it completes the job its run-for later, however long the
-    gang took to start on a loaded machine."""
+    a progress report every 2 s and, from when the job first runs, the coordinator's line
+    naming three stalled workers; then the line that says none is: after Volcano restarted the
+    job (--on-stall restart) or once the step named the stall on the job (warn). The chief keeps
+    running (behaviour.KEEP_RUNNING_LABEL) until then (restart: until the new chief runs; warn:
+    until the step saw the stall cleared), then it is let go: it completes the job its run-for
+    later, however long the gang took to start on a loaded machine."""
 
-    def __init__(self, plane: ControlPlane, namespace: str, name: str, phases: dict[str, float], submitted: float) -> None:
+    def __init__(self, plane: ControlPlane, namespace: str, name: str, phases: dict[str, float], submitted: float,
+                 on_stall: str = "restart") -> None:
         super().__init__(daemon=True)
-        self.path, self.phases, self.submitted = plane.task_log, phases, submitted
+        self.path, self.phases, self.submitted, self.on_stall = plane.task_log, phases, submitted, on_stall
         api = plane.api_client()
         api.user_agent = BENCH_USER_AGENT
         self.core, self.custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
@@ -180,8 +184,25 @@ class ChiefLog(threading.Thread):
                                        {"metadata": {"labels": {behaviour.KEEP_RUNNING_LABEL: None}}})
         return True
 
+    def _stall_on_the_job(self) -> dict[str, Any] | None:
+        """The stall the step wrote on the job (--on-stall warn), None before it did."""
+        try:
+            job = self.custom.get_namespaced_custom_object("batch.volcano.sh", "v1alpha1", self.namespace, "jobs", self.name)
+        except client.ApiException:
+            return None
+        return stall_from_annotations((job.get("metadata") or {}).get("annotations"))
+
+    def _release_the_warned_chief(self) -> bool:
+        """Once the step saw the stall cleared (--on-stall warn): the job goes on to complete."""
+        stall = self._stall_on_the_job()
+        if not stall or not stall.get("cleared"):
+            return False
+        self.core.patch_namespaced_pod(self.pod, self.namespace,
+                                       {"metadata": {"labels": {behaviour.KEEP_RUNNING_LABEL: None}}})
+        return True
+
     def run(self) -> None:
-        step, released = 0, False
+        step, released, named = 0, False, False
         while not self.done.wait(2.0):
             step += 100
             now = time.time()
@@ -189,9 +210,12 @@ class ChiefLog(threading.Thread):
             running = self.phases.get("Running")
             if self.first_uid is None and running is not None:
                 self.first_uid = self.core.read_namespaced_pod(self.pod, self.namespace).metadata.uid
-            if "restarted" in self.phases:
+            if self.on_stall == "warn" and running is not None and not named:
+                named = self._stall_on_the_job() is not None
+            if "restarted" in self.phases or named:
                 lines.append(f"vpipe:stalled count=0 tasks=none time={now:.0f}")
-                released = released or self._release_the_new_chief()
+                if not released:
+                    released = self._release_the_warned_chief() if named else self._release_the_new_chief()
             elif running is not None:
                 lines.append(f"vpipe:stalled count=3 tasks={STALLED} silent={STALLED} oldest=45 "
                              f"oldest_task=worker[17] time={now:.0f}")
@@ -201,7 +225,8 @@ class ChiefLog(threading.Thread):
 
 
 def run_job(plane: ControlPlane, namespace: str, name: str, ps: int, workers: int, run_for: int,
-            chief: bool = False, run_id: str | None = None, stall: bool = False, timeout: int = 1800) -> dict[str, Any]:
+            chief: bool = False, run_id: str | None = None, stall: bool = False, timeout: int = 1800,
+            on_stall: str = "restart") -> dict[str, Any]:
     api = plane.api_client()
     api.user_agent = BENCH_USER_AGENT
     core = client.CoreV1Api(api)
@@ -218,8 +243,8 @@ def run_job(plane: ControlPlane, namespace: str, name: str, ps: int, workers: in
         cmd += ["--run-id", run_id]
     if chief:  # it ends the job: it runs past the workers (with --stall, 2 s once it is let go)
         cmd += ["--chief", "--pod-label", f"chief:{behaviour.RUN_FOR_LABEL}={2 if stall else run_for + 20}s"]
-    if stall:  # the coordinator's log names stalled workers: the step restarts the job once
-        cmd += ["--stall-timeout", "30", "--on-stall", "restart", "--progress-interval", "5",
+    if stall:  # the coordinator's log names stalled workers: the step restarts the job once (or warns)
+        cmd += ["--stall-timeout", "30", "--on-stall", on_stall, "--progress-interval", "5",
                 "--pod-label", f"chief:{behaviour.KEEP_RUNNING_LABEL}=true"]
     phases: dict[str, float] = {}
     pods = ps + workers + (1 if chief else 0)
@@ -228,7 +253,7 @@ def run_job(plane: ControlPlane, namespace: str, name: str, ps: int, workers: in
     peak = Path(tempfile.mkstemp(prefix="peak-")[1])
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, PEAK_FILE_ENV: str(peak)})
-    chief_log = ChiefLog(plane, namespace, name, phases, submitted) if stall else None
+    chief_log = ChiefLog(plane, namespace, name, phases, submitted, on_stall) if stall else None
     if chief_log is not None:
         chief_log.start()
 
@@ -326,6 +351,9 @@ def main() -> int:
     parser.add_argument("--stall", action="store_true", help="the large job's coordinator names three stalled "
                         f"workers ({STALLED}) once it runs: --on-stall restart restarts it once (its log served by "
                         f"kwok in namespace {behaviour.LOGS_NAMESPACE})")
+    parser.add_argument("--on-stall", choices=("restart", "warn"), default="restart",
+                        help="with --stall: the step restarts the job once, or names the stall on the job and lets "
+                        "it go on (the coordinator then reports it cleared)")
     parser.add_argument("--step-timeout", type=int, default=1800, help="the large job's step --timeout: one that "
                         "times out (saving the record, aborting the job) is measured as well, and the steps after "
                         "training run on the aborted job")
@@ -351,7 +379,7 @@ def main() -> int:
             run_id = f"bench-{args.name}"
             namespace = behaviour.LOGS_NAMESPACE if args.stall else "bench-large"
             runs.append(run_job(plane, namespace, args.name, args.ps, args.workers, args.run_for, args.chief,
-                                run_id=run_id, stall=args.stall, timeout=args.step_timeout))
+                                run_id=run_id, stall=args.stall, timeout=args.step_timeout, on_stall=args.on_stall))
             after = after_training(plane, namespace, args.name, run_id, Path(tmp) / "state")
     report = {"nodes": args.nodes, "volcano_controller": list(volcano),
               "control_plane_startup_seconds": round(startup, 1), "runs": runs, "after_training": after}

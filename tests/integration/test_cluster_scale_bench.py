@@ -1,12 +1,15 @@
 """benchmarks/cluster_scale_bench.py at its smallest honest size, 1,101 pods (100 parameter
 servers, 1,000 workers, a chief), on a control plane of its own with Volcano's controller at
 raised API rates (docs/scale.md). With --stall: once the job runs, its coordinator's log (kwok
-serves it, as a kubelet would) names three workers as stalled; the step names them and, with
---on-stall restart, restarts the 1,101-pod job once, which then completes. Then status, reap,
+serves it, as a kubelet would) names three workers as stalled; the step names them on the job
+(--on-stall warn), sees the stall cleared, and the 1,101-pod job completes. Then status, reap,
 the exit handler's finish_run and status --post-mortem run on it as the benchmark runs them.
+A restart of the whole gang on a stall is the benchmark's default (--on-stall restart: 1,101
+pods deleted and made again, twice the time); here CI keeps to about two minutes on an idle
+machine, and the restart's own tests run at a few pods (tests/node, tests/local).
 
 What is checked is behaviour, not time: the job completes and every pod is counted; the
-stalled workers are named and restart the job once; the step's API requests do not grow with
+stalled workers are named on the job and seen cleared; the step's API requests do not grow with
 the pods and list the job's pods no more often than its watch windows allow; what users read
 of 1,101 pods fits 30 lines. Its figures (RSS,
 CPU seconds) are printed, not asserted: the benchmark's table in docs/scale.md is where they
@@ -41,7 +44,7 @@ def report() -> dict:
     if not build.is_built() and not build.go_available():
         unavailable("no control plane binaries and no Go to build them (tests/cluster/ci_prepare.sh)")
     cmd = [sys.executable, str(REPO / "benchmarks" / "cluster_scale_bench.py"), "--ps", str(PS), "--workers", str(WORKERS),
-           "--chief", "--small-workers", "0", "--nodes", "12", "--stall",
+           "--chief", "--small-workers", "0", "--nodes", "12", "--stall", "--on-stall", "warn",
            "--volcano-qps", "500", "--volcano-burst", "1000", "--volcano-workers", "10"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=REPO)
     print(proc.stderr[-4000:])  # the benchmark's tables, for the CI log
@@ -61,13 +64,14 @@ def test_the_step_waits_through_the_job_and_counts_every_pod(report: dict) -> No
     assert sum(v for k, v in tasks["ps"].items() if isinstance(v, int)) >= PS, tasks
 
 
-def test_stalled_workers_named_by_the_coordinator_restart_the_job_once(report: dict) -> None:
+def test_stalled_workers_named_by_the_coordinator_are_named_on_the_job_and_cleared(report: dict) -> None:
     run = report["runs"][-1]
-    assert run["result_restart_causes"] == ["stalled"], run
     stalled = run["result_stalled"]
     assert stalled["tasks"] == "worker[17-19]" and stalled["silent"] == "worker[17-19]", stalled
-    assert stalled["action"] == "restart" and stalled.get("cleared"), stalled  # none stalled after the restart
-    assert "restarted" in run["phases_seen"] and "Restarting" in run["phases_seen"], run["phases_seen"]
+    # warn: named (the benchmark's chief waited for the job's annotation to say so), then the
+    # coordinator said none is stalled; nothing restarted.
+    assert stalled["action"] == "warn" and stalled.get("cleared"), stalled
+    assert run["result_restart_causes"] == [] and "restarted" not in run["phases_seen"], run
 
 
 def test_the_step_asks_the_api_server_little(report: dict) -> None:
@@ -91,6 +95,9 @@ def test_the_steps_after_training_answer_in_a_few_lines(report: dict) -> None:
     status = steps["vpipe status"]
     assert status["stdout_lines"] <= SUMMARY_LINES, status["stdout"]
     assert "Completed" in status["stdout"] and f"{WORKERS:,}" in status["stdout"], status["stdout"]
+    # One look: the job's pods listed once (3 pages of 500), no pod watch beside it.
+    by = status["api_requests_by_verb_resource"]
+    assert by.get("list pods") == 3 and not by.get("watch pods"), by
     finish = json.loads(steps["finish_run (run failed after training)"]["stdout"])
     assert finish["outcome"] == "failed" and finish["cleanup"] == "deleted", finish
     assert finish["post_mortem"], finish

@@ -101,5 +101,9 @@ class Backend(Protocol):
     def get(self, namespace: str, name: str) -> Job | None:
         ...
 
-    def session(self, job: Job, log_lines: int) -> AbstractContextManager[JobSession]:
+    def session(self, job: Job, log_lines: int, *, watch_pods: bool = True) -> AbstractContextManager[JobSession]:
+        """What the steps read and do of one job while it lasts. `watch_pods`: follow the job's
+        pods meanwhile (the failed and deleted ones, their last log lines); a one-look reader
+        (`vpipe status`) does without: at 11,000 pods the watch's first list would double what
+        it holds."""
         ...

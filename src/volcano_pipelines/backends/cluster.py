@@ -44,8 +44,8 @@ class ClusterBackend:
             k8s_volcano.check_api(self.cluster)
         return job
 
-    def session(self, job: Job, log_lines: int) -> ClusterSession:
-        return ClusterSession(self.cluster, job, log_lines)
+    def session(self, job: Job, log_lines: int, *, watch_pods: bool = True) -> ClusterSession:
+        return ClusterSession(self.cluster, job, log_lines, watch_pods=watch_pods)
 
     def own_pod_deleted(self) -> bool:
         """Whether the step's own pod ($VPIPE_POD_NAME, in the pod's namespace) is being
@@ -58,21 +58,26 @@ class ClusterBackend:
 
 
 class ClusterSession:
-    def __init__(self, cluster: Cluster, job: Job, log_lines: int) -> None:
+    def __init__(self, cluster: Cluster, job: Job, log_lines: int, *, watch_pods: bool = True) -> None:
         meta = job["metadata"]
         self.cluster = cluster
         self.job = job
         self.namespace: str = meta["namespace"]
         self.name: str = meta["name"]
         self._missing = k8s_pods.MissingInfo()
+        # Never started when not watching: it then has seen nothing (no failed or gone pods,
+        # no kept logs), and a one-look reader lists the pods once instead of twice at a time.
         self._watcher = k8s_pods.FailedPodWatcher(cluster, self.namespace, self.name, log_lines, self._missing)
+        self._watch_pods = watch_pods
 
     def __enter__(self) -> ClusterSession:
-        self._watcher.__enter__()
+        if self._watch_pods:
+            self._watcher.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._watcher.__exit__(*exc)
+        if self._watch_pods:
+            self._watcher.__exit__(*exc)
 
     def watch(self, window: Callable[[], float]) -> Iterator[Job | None]:
         for update in k8s_volcano.watch_job(self.cluster, self.namespace, self.name, window):

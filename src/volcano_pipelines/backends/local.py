@@ -166,7 +166,7 @@ class LocalBackend:
         return job
 
     @contextmanager
-    def session(self, job: Job, log_lines: int) -> Iterator[LocalSession]:
+    def session(self, job: Job, log_lines: int, *, watch_pods: bool = True) -> Iterator[LocalSession]:  # runner sees all
         meta = job["metadata"]
         runner = self._runner(meta.get("namespace", "default"), meta["name"])
         if runner is None or runner.snapshot()["metadata"]["uid"] != meta.get("uid"):

@@ -127,7 +127,7 @@ def job_result(backend: Backend, namespace: str, name: str, log_lines: int = 20)
         return TrainResult(name=name, namespace=namespace, run_id=None, phase="NotFound", succeeded=False,
                            backend=backend.name, message=f"job {namespace}/{name} does not exist")
     phase = job_status(job).phase
-    with backend.session(job, log_lines) as session:
+    with backend.session(job, log_lines, watch_pods=False) as session:
         # One pod list, whatever the job's size: which pods are not as they should be (a job
         # that failed needs it for its failure; otherwise a refused list only shows less).
         try:

@@ -53,3 +53,19 @@ def test_what_the_step_reads_of_a_pod_is_the_same_slim() -> None:
     assert pod_failure(slim) == pod_failure(PODS)
     record = {"collected_at": "2026-01-01T00:02:01Z"}
     assert build_record(JOB, slim, [], {}, **record)["pods"] == build_record(JOB, PODS, [], {}, **record)["pods"]
+
+
+def test_slim_pods_parsed_apart_share_their_short_strings() -> None:
+    """Each page of a list is parsed on its own: the same label values, phases and timestamps
+    come back as new strings every time. Slim pods keep one of each (a third less at 11,000 pods);
+    a long message stays the pod's own."""
+    message = "x" * 500
+    first, second = (slim_pod(json.loads(json.dumps({**PODS[1], "status": {**PODS[1]["status"], "message": message}})))
+                     for _ in range(2))
+    assert first == second and first["status"]["message"] == message
+    assert first["status"]["phase"] is second["status"]["phase"]
+    assert first["metadata"]["labels"]["volcano.sh/job-name"] is second["metadata"]["labels"]["volcano.sh/job-name"]
+    started = "startedAt"
+    assert (first["status"]["containerStatuses"][0]["state"]["running"][started]
+            is second["status"]["containerStatuses"][0]["state"]["running"][started])
+    assert first["status"]["message"] is not second["status"]["message"]

@@ -84,7 +84,7 @@ class MemoryBackend:
     def get(self, namespace: str, name: str) -> Job | None:
         return self.current
 
-    def session(self, job: Job, log_lines: int) -> MemoryBackend:
+    def session(self, job: Job, log_lines: int, *, watch_pods: bool = True) -> MemoryBackend:
         return self
 
     def __enter__(self) -> MemoryBackend:
