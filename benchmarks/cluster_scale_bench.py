@@ -139,7 +139,10 @@ def after_training(plane: ControlPlane, namespace: str, name: str, run_id: str, 
               "print(json.dumps({'outcome': r.outcome, 'cleanup': r.cleanup, 'post_mortem': r.post_mortem}))")
     return [
         measure(plane, namespace, "vpipe status", [*VPIPE, "status", name, "-n", namespace, *kube], env),
-        measure(plane, namespace, "vpipe reap", [*VPIPE, "reap", name, "-n", namespace, "--grace", "0", *kube], env),
+        # Bounded: a job whose gang has not started (or whose abort Volcano has not acted on yet)
+        # has nothing to reap for a long while; the reap step's cost while it follows it is measured.
+        measure(plane, namespace, "vpipe reap", [*VPIPE, "reap", name, "-n", namespace, "--grace", "0",
+                                                 "--timeout", "300", *kube], env),
         measure(plane, namespace, "finish_run (run failed after training)",
                 [sys.executable, "-c", finish, run_id, namespace, str(plane.kubeconfig)], env),
         measure(plane, namespace, "vpipe status --post-mortem",

@@ -18,7 +18,7 @@ from typing import Any
 from volcano_pipelines.k8s import volcano as k8s_volcano
 from volcano_pipelines.k8s.client import Cluster
 from volcano_pipelines.k8s.errors import Forbidden, NotFound, from_exception
-from volcano_pipelines.k8s.pods import MissingInfo, job_pods
+from volcano_pipelines.k8s.pods import MissingInfo, job_pods, share_strings
 
 __all__ = ["Collected", "EVENT_PAGES", "read_logs", "read_state"]
 
@@ -57,13 +57,20 @@ def _events(cluster: Cluster, namespace: str, names: set[str], notes: list[str],
             else:
                 notes.append(f"events not read: {err}")
             return out
-        out += [event for event in page.get("items") or []
+        out += [share_strings(_without_managed_fields(event)) for event in page.get("items") or []
                 if ((event.get("involvedObject") or {}).get("name")) in names]
         token = (page.get("metadata") or {}).get("continue") or None
         if not token:
             return out
     notes.append(f"events: only the first {EVENT_PAGE * EVENT_PAGES} events of namespace {namespace} were read")
     return out
+
+
+def _without_managed_fields(event: Obj) -> Obj:
+    meta = event.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        event = {**event, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return event
 
 
 def read_state(cluster: Cluster, namespace: str, name: str, *, seen_pods: Sequence[Obj] = (),
