@@ -56,8 +56,6 @@ __all__ = [
     "SERVICE_ACCOUNT",
     "STEPS",
     "step_template",
-    "nightly_retrain",
-    "train_and_serve",
 ]
 
 SERVICE_ACCOUNT = "vpipe-runner"  # manifests/base
@@ -211,17 +209,3 @@ def parameter_value(item: Input) -> Parameter:
     if item.default is not None:
         extra["value"] = item.default
     return Parameter(name=item.name, description=item.description or None, **extra)
-
-
-def nightly_retrain() -> Any:
-    """The nightly CronWorkflow, built in argo/schedules.py (kept here for callers of this name)."""
-    from volcano_pipelines.argo.schedules import nightly_retrain as build
-
-    return build()
-
-
-def train_and_serve(runtime_image: str = RUNTIME_IMAGE, kind: str = "tf") -> Any:
-    """The pipeline's WorkflowTemplate, built in argo/pipelines.py (kept here for callers of this name)."""
-    from volcano_pipelines.argo.pipelines import train_and_serve as build
-
-    return build(runtime_image, kind)
