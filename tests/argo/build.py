@@ -28,8 +28,6 @@ clusters should run Argo >= 4.0.6 or 4.1.x (docs/argo.md).
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -41,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.cluster import build as cluster_build
+from tests.helpers.build_cache import PinHash, cached_build, is_complete
 from tests.node import images
 
 ARGO_MODULE = "github.com/argoproj/argo-workflows/v4"
@@ -50,7 +49,6 @@ WRAPPER = cluster_build.GO_DIR / "argo"
 MISSING_LINK = ("workflow/executor/osspecific/signal_linux.go", "signal_darwin.go")
 BINARIES = ("workflow-controller", "argoexec")
 IMAGE_REPOSITORY = "localhost/vpipe-test"
-COMPLETE_MARKER = ".complete"
 
 
 @dataclass(frozen=True)
@@ -80,22 +78,23 @@ def _wrapper_files() -> list[Path]:
 
 
 def pin_hash() -> str:
-    digest = hashlib.sha256()
+    key = PinHash()
     for path in [*_wrapper_files(), Path(__file__), Path(images.__file__)]:
-        digest.update(f"{path.relative_to(cluster_build.GO_DIR.parents[2])}\0".encode())
-        digest.update(path.read_bytes())
-    digest.update(cluster_build.go_version().encode())
-    return digest.hexdigest()[:16]
+        key.file(path, str(path.relative_to(cluster_build.GO_DIR.parents[2])))
+    key.data(cluster_build.go_version())
+    return key.key()
 
 
 def argo_dir() -> Path:
     return cluster_build.cache_root() / "argo" / pin_hash()
 
 
+def _has_artifacts(directory: Path) -> bool:
+    return all((directory / n).exists() for n in BINARIES) and (directory / "images" / "argoexec.tar").exists()
+
+
 def is_built(directory: Path | None = None) -> bool:
-    directory = directory or argo_dir()
-    return ((directory / COMPLETE_MARKER).exists() and all((directory / n).exists() for n in BINARIES)
-            and (directory / "images" / "argoexec.tar").exists())
+    return is_complete(directory or argo_dir(), _has_artifacts)
 
 
 def missing_tools() -> list[str]:
@@ -117,38 +116,29 @@ def crd_dir() -> Path:
 def build(force: bool = False, log: Callable[[str], None] = print) -> ArgoArtifacts:
     """Build the controller, argoexec and its image unless this pin hash has them."""
     directory = argo_dir()
-    if is_built(directory) and not force:
-        log(f"Argo binaries up to date: {directory}")
-        return ArgoArtifacts(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    # One build at a time per cache: a CI prepare step and a test session may overlap.
-    with open(directory.parent / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not is_built(directory) or force:
-            _build_locked(directory, log)
+    # One build at a time per cache, staged and renamed into place (tests/helpers/build_cache.py).
+    cached_build(directory, lambda staging: _build_into(staging, directory, log), contents=_has_artifacts,
+                 force=force, log=log, up_to_date="Argo binaries up to date")
     return ArgoArtifacts(directory)
 
 
-def _writable_copy(source: Path, target: Path) -> Path:
+def _writable_copy(source: Path, target: Path, log: Callable[[str], None]) -> Path:
     """``source`` (read-only in the module cache) copied to ``target`` with the dropped link
     put back; reused when already complete."""
-    if (target / COMPLETE_MARKER).exists():
-        return target
-    partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    shutil.copytree(source, partial, symlinks=True)
-    for root, dirs, files in os.walk(partial):
-        for name in dirs + files:
-            path = Path(root) / name
-            path.chmod(path.stat().st_mode | stat.S_IWUSR)
-    partial.chmod(partial.stat().st_mode | stat.S_IWUSR)
-    link, link_target = MISSING_LINK
-    if not (partial / link).exists():
-        (partial / link).symlink_to(link_target)
-    (partial / COMPLETE_MARKER).write_text("")
-    shutil.rmtree(target, ignore_errors=True)
-    partial.rename(target)
-    return target
+
+    def copy(partial: Path) -> None:
+        partial.rmdir()  # copytree makes it
+        shutil.copytree(source, partial, symlinks=True)
+        for root, dirs, files in os.walk(partial):
+            for name in dirs + files:
+                path = Path(root) / name
+                path.chmod(path.stat().st_mode | stat.S_IWUSR)
+        partial.chmod(partial.stat().st_mode | stat.S_IWUSR)
+        link, link_target = MISSING_LINK
+        if not (partial / link).exists():
+            (partial / link).symlink_to(link_target)
+
+    return cached_build(target, copy, log=log, up_to_date="writable copy up to date")
 
 
 def _ldflags() -> str:
@@ -160,9 +150,7 @@ def _ldflags() -> str:
                      f"-X {package}.buildDate=1970-01-01T00:00:00Z"])
 
 
-def _build_locked(directory: Path, log: Callable[[str], None]) -> None:
-    staging = directory.with_name(directory.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
+def _build_into(staging: Path, directory: Path, log: Callable[[str], None]) -> None:
     (staging / "images").mkdir(parents=True)
     env = cluster_build.go_env()
     go = cluster_build.go_binary()
@@ -171,7 +159,8 @@ def _build_locked(directory: Path, log: Callable[[str], None]) -> None:
 
     t0 = time.monotonic()
     log(f"preparing {ARGO_MODULE}@{ARGO_VERSION} (download and writable copy)")
-    source = _writable_copy(module_dir(), cluster_build.cache_root() / "argo" / "src" / f"argo-workflows@{ARGO_VERSION}")
+    source = _writable_copy(module_dir(), cluster_build.cache_root() / "argo" / "src" / f"argo-workflows@{ARGO_VERSION}",
+                            log)
     # A copy of the wrapper whose go.mod replaces the module with the copy above; the
     # committed wrapper stays a plain `require` that `go mod tidy` understands anywhere.
     module = staging / "module"
@@ -207,8 +196,4 @@ def _build_locked(directory: Path, log: Callable[[str], None]) -> None:
         "build_seconds": {**seconds, "total": round(time.monotonic() - started, 1)},
     }
     (staging / "versions.json").write_text(json.dumps(info, indent=2) + "\n")
-    (staging / COMPLETE_MARKER).write_text("")
-    if directory.exists():
-        shutil.rmtree(directory)
-    staging.rename(directory)
     log(f"built Argo {ARGO_VERSION} (controller, argoexec, image) in {info['build_seconds']['total']}s: {directory}")

@@ -10,8 +10,6 @@ Run it with ``python -m tests.cluster build``.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -20,6 +18,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.helpers.build_cache import PinHash, cached_build, is_complete
 
 GO_DIR = Path(__file__).resolve().parent / "go"
 
@@ -88,7 +88,6 @@ TARGETS: tuple[Target, ...] = (
 
 BINARIES: tuple[str, ...] = tuple(name for t in TARGETS for name in t.packages)
 COMMON_LDFLAGS = "-s -w"  # no symbol tables: smaller binaries, faster link
-COMPLETE_MARKER = ".complete"
 
 
 def cache_root() -> Path:
@@ -120,28 +119,28 @@ def go_version() -> str:
 
 def pin_hash() -> str:
     """Hash of everything that decides what the binaries are."""
-    digest = hashlib.sha256()
+    key = PinHash()
     for target in TARGETS:
         module = GO_DIR / target.module_dir
         for path in sorted([module / "go.mod", module / "go.sum", *module.rglob("*.go")]):
             if path.exists():
-                digest.update(f"{path.relative_to(GO_DIR)}\0".encode())
-                digest.update(path.read_bytes())
-        digest.update(json.dumps([target.packages, target.ldflags]).encode())
-    digest.update(COMMON_LDFLAGS.encode())
-    digest.update(go_version().encode())
-    return digest.hexdigest()[:16]
+                key.file(path, str(path.relative_to(GO_DIR)))
+        key.data(json.dumps([target.packages, target.ldflags]))
+    key.data(COMMON_LDFLAGS)
+    key.data(go_version())
+    return key.key()
 
 
 def bin_dir() -> Path:
     return cache_root() / "bin" / pin_hash()
 
 
+def _has_binaries(directory: Path) -> bool:
+    return all((directory / name).exists() for name in BINARIES)
+
+
 def is_built(directory: Path | None = None) -> bool:
-    directory = directory or bin_dir()
-    return (directory / COMPLETE_MARKER).exists() and all(
-        (directory / name).exists() for name in BINARIES
-    )
+    return is_complete(directory or bin_dir(), _has_binaries)
 
 
 def go_env() -> dict[str, str]:
@@ -156,25 +155,14 @@ def go_env() -> dict[str, str]:
 
 
 def build(force: bool = False, log=print) -> Path:
-    """Build all binaries into the pin-hash directory unless they are already there."""
+    """Build all binaries into the pin-hash directory unless they are already there (one build
+    at a time per cache, staged and renamed into place: tests/helpers/build_cache.py)."""
     directory = bin_dir()
-    if is_built(directory) and not force:
-        log(f"control-plane binaries up to date: {directory}")
-        return directory
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    # One build at a time per cache (CI prepare step and a test session may overlap);
-    # whoever waited finds the finished directory and returns.
-    with open(directory.parent / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if is_built(directory) and not force:
-            log(f"control-plane binaries up to date: {directory}")
-            return directory
-        return _build_locked(directory, log)
+    return cached_build(directory, lambda staging: _build_into(staging, directory, log), contents=_has_binaries,
+                        force=force, log=log, up_to_date="control-plane binaries up to date")
 
 
-def _build_locked(directory: Path, log) -> Path:
-    staging = directory.with_name(directory.name + ".partial")
-    staging.mkdir(parents=True, exist_ok=True)
+def _build_into(staging: Path, directory: Path, log) -> None:
     env = go_env()
     started = time.monotonic()
     for target in TARGETS:
@@ -194,12 +182,7 @@ def _build_locked(directory: Path, log) -> Path:
         "build_seconds": round(time.monotonic() - started, 1),
     }
     (staging / "versions.json").write_text(json.dumps(info, indent=2) + "\n")
-    (staging / COMPLETE_MARKER).write_text("")
-    if directory.exists():
-        shutil.rmtree(directory)
-    staging.rename(directory)
     log(f"built control-plane binaries in {info['build_seconds']}s: {directory}")
-    return directory
 
 
 def module_dir(module: str, version: str) -> Path:

@@ -14,7 +14,6 @@ and the Go / C compiler versions. Run it with ``python -m tests.cluster build --
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import shutil
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.cluster import build as cluster_build
+from tests.helpers.build_cache import PinHash, cached_build, is_complete
 from tests.node import images
 
 NODE_DIR = Path(__file__).resolve().parent
@@ -36,7 +36,6 @@ COREDNS_VERSION = "v1.15.0"  # repeated from go/coredns/go.mod for messages only
 BINARIES = ("kubelet", "coredns", "pause")
 IMAGES = ("pause", "busybox")
 IMAGE_REPOSITORY = "localhost/vpipe-test"
-COMPLETE_MARKER = ".complete"
 
 
 class NodeBuildError(RuntimeError):
@@ -83,26 +82,28 @@ def missing_tools() -> list[str]:
 
 def pin_hash() -> str:
     """Hash of everything that decides what the node's binaries and images are."""
-    digest = hashlib.sha256()
+    key = PinHash()
     files = [*_module_files(K8S_MODULE), *_module_files(COREDNS_MODULE), PAUSE_SOURCE,
              Path(images.__file__), Path(__file__)]
     for path in files:
-        digest.update(f"{path.name}\0".encode())
-        digest.update(path.read_bytes())
-    digest.update(hashlib.sha256(BUSYBOX.read_bytes()).digest())
-    digest.update(cluster_build.go_version().encode())
-    digest.update(_tool_version(["gcc", "-dumpfullversion"]).encode())
-    return digest.hexdigest()[:16]
+        key.file(path, path.name)
+    key.data(hashlib.sha256(BUSYBOX.read_bytes()).digest())
+    key.data(cluster_build.go_version())
+    key.data(_tool_version(["gcc", "-dumpfullversion"]))
+    return key.key()
 
 
 def node_dir() -> Path:
     return cluster_build.cache_root() / "node" / pin_hash()
 
 
+def _has_artifacts(directory: Path) -> bool:
+    return all((directory / name).exists() for name in BINARIES) and all(
+        (directory / "images" / f"{name}.tar").exists() for name in IMAGES)
+
+
 def is_built(directory: Path) -> bool:
-    return (directory / COMPLETE_MARKER).exists() and all(
-        (directory / name).exists() for name in BINARIES
-    ) and all((directory / "images" / f"{name}.tar").exists() for name in IMAGES)
+    return is_complete(directory, _has_artifacts)
 
 
 def build(force: bool = False, log: Callable[[str], None] = print) -> NodeArtifacts:
@@ -112,22 +113,13 @@ def build(force: bool = False, log: Callable[[str], None] = print) -> NodeArtifa
         raise NodeBuildError(f"cannot build the real test node, missing: {', '.join(missing)} "
                              "(run tests/cluster/ci_prepare.sh)")
     directory = node_dir()
-    if is_built(directory) and not force:
-        log(f"real-node binaries up to date: {directory}")
-        return NodeArtifacts(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    # One build at a time per cache: a CI prepare step and a test session may overlap.
-    with open(directory.parent / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (is_built(directory) and not force):
-            _build_locked(directory, log)
+    # One build at a time per cache, staged and renamed into place (tests/helpers/build_cache.py).
+    cached_build(directory, lambda staging: _build_into(staging, directory, log), contents=_has_artifacts,
+                 force=force, log=log, up_to_date="real-node binaries up to date")
     return NodeArtifacts(directory)
 
 
-def _build_locked(directory: Path, log: Callable[[str], None]) -> None:
-    staging = directory.with_name(directory.name + ".partial")
-    if staging.exists():
-        shutil.rmtree(staging)
+def _build_into(staging: Path, directory: Path, log: Callable[[str], None]) -> None:
     (staging / "images").mkdir(parents=True)
     env = cluster_build.go_env()
     seconds: dict[str, float] = {}
@@ -173,8 +165,4 @@ def _build_locked(directory: Path, log: Callable[[str], None]) -> None:
         "build_seconds": {**seconds, "total": round(time.monotonic() - started, 1)},
     }
     (staging / "versions.json").write_text(json.dumps(info, indent=2) + "\n")
-    (staging / COMPLETE_MARKER).write_text("")
-    if directory.exists():
-        shutil.rmtree(directory)
-    staging.rename(directory)
     log(f"built the real-node binaries and images in {info['build_seconds']['total']}s: {directory}")
