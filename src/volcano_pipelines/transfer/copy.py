@@ -1,17 +1,19 @@
 """Moving one file's bytes from a source stream into a destination descriptor, with as
 few copies and calls as Python allows:
 
-- a source that streams ranges (HDFS: hdfs-native's `read_range_stream`, one `bytes`
-  per 64 KiB packet) is written with `pwritev`, many packets per call: no buffer is
-  joined, and the 8 MiB `read()` of hdfs-native (which assembles the packets into one
-  buffer and copies it twice more on its way to Python) is not used;
+- a source that opens ranges as readers with `readinto` (WebHDFS: the DataNode's HTTP
+  body, transfer/webhdfs.py; HDFS through the patched hdfs-native of images/hdfs-native/,
+  whose range streams fill the caller's buffer with the GIL released) is read into one
+  reused 1 MiB buffer per thread and written from it with `pwrite`: no Python object per
+  packet, no copy in user space beyond the one into that buffer;
+- a source that streams ranges (HDFS through the stock hdfs-native: `read_range_stream`,
+  one new `bytes` per 64 KiB packet) is written with `pwritev`, many packets per call: no
+  buffer is joined, and the 8 MiB `read()` of hdfs-native (which assembles the packets into
+  one buffer and copies it twice more on its way to Python) is not used;
 - a large file is read as several ranges in parallel (like rclone's multi-thread
   streams), each written at its own offset;
-- a source that opens ranges as readers with `readinto` (WebHDFS: the DataNode's HTTP
-  body, transfer/webhdfs.py) is read into one reused 1 MiB buffer per thread and written
-  from it with `pwrite`, several ranges in parallel: no Python object per packet, no copy
-  in user space;
-- a source with `readinto` (a local file) is read into one reused buffer;
+- a source with `readinto` (a local file, a small HDFS file through the patched binding) is
+  read into one reused buffer;
 - anything else (fsspec) is read in `chunk_size` pieces.
 
 Write errors are raised as `DestinationError` (carrying the system's OSError) so the
@@ -199,6 +201,7 @@ def _copy(
     """copy_stream's paths, by what the source offers."""
     range_reader = getattr(stream, "range_reader", None)
     if range_reader is not None and size > chunk_size:
+        _check_length(stream, size)
         ranges = plan_ranges(size, 1 if digest is not None or pool is None else streams)
 
         def one(off: int, length: int, halt: threading.Event, digest: Any | None) -> int:
@@ -207,9 +210,7 @@ def _copy(
         return _run_ranges(one, ranges, pool, digest, size)
     range_stream = getattr(stream, "range_stream", None)
     if range_stream is not None and size > chunk_size:
-        have = stream.length()
-        if have != size:
-            raise SourceChanged(f"source holds {have} bytes, listed size {size}")
+        _check_length(stream, size)
         # The digest needs the bytes in order: one stream then.
         ranges = plan_ranges(size, 1 if digest is not None or pool is None else streams)
 
@@ -219,6 +220,14 @@ def _copy(
 
         return _run_ranges(one_stream, ranges, pool, digest, size)
     return _copy_sequential(stream, fd, size, chunk_size, on_bytes, abandon, digest)
+
+
+def _check_length(stream: Any, size: int) -> None:
+    """A source that knows its length as opened (HDFS: its blocks were located) must hold
+    the listed size: ranges past its end cannot be read (hdfs-native panics)."""
+    length = getattr(stream, "length", None)
+    if length is not None and (have := length()) != size:
+        raise SourceChanged(f"source holds {have} bytes, listed size {size}")
 
 
 def _run_ranges(

@@ -111,6 +111,7 @@ def _run(request: SyncRequest, result: SyncResult, progress: Progress, started: 
                 progress.finish()
             return False
     source = open_source(location, request.auth)
+    result.read_path = source.read_path
     scanner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dest-scan")
     try:
         # Both listings are round trips (NameNode, FUSE): run them side by side.

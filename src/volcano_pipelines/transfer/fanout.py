@@ -179,6 +179,7 @@ def _merge_part(result: SyncResult, part: partition.PartResult, failed_paths: se
     result.add(replace(part, failures=[{**failure, "pod": part.pod} for failure in part.failures]))
     result.copied += part.copied_before  # an earlier attempt's copies are the run's too
     result.bytes_copied += part.bytes_before
+    result.read_path = part.read_path or result.read_path  # the pods' (their image's hdfs-native), not the step's
 
 
 def _worker_line(index: int, part: partition.PartResult | None) -> dict[str, Any]:
@@ -186,7 +187,8 @@ def _worker_line(index: int, part: partition.PartResult | None) -> dict[str, Any
         return {"part": index, "pod": None, "finished": False}
     return {"part": index, "pod": part.pod, "finished": part.fatal is None, "copied": part.copied,
             "copied_before": part.copied_before, "skipped": part.skipped, "failed": part.failed, "bytes_copied": part.bytes_copied,
-            "duration_s": part.duration_s, "throughput_mb_s": part.throughput_mb_s, "error": part.fatal}
+            "duration_s": part.duration_s, "throughput_mb_s": part.throughput_mb_s, "read_path": part.read_path,
+            "error": part.fatal}
 
 
 def _make_dirs(root: str, work: list[PlanItem]) -> None:
@@ -223,6 +225,7 @@ class _NoSource:
     """The deletions read nothing from the source."""
 
     description = "no source (deletions only)"
+    read_path = "none"
 
     def list(self) -> tuple[list[Entry], list[tuple[str, str]]]:
         raise AssertionError("not listed")

@@ -109,6 +109,7 @@ def run_part(root: str, run_id: str, index: int, *, pod: str = "",
     finally:
         source.close()
     result = _tally(index, pod, outcomes)
+    result.read_path = source.read_path
     earlier = [item for item in items if item.reason == ALREADY_IN_PLACE]
     result.copied_before, result.bytes_before = len(earlier), sum(item.size for item in earlier)
     result.skipped -= len(earlier)

@@ -100,6 +100,7 @@ class PartResult(Tally):
     bytes_before: int = 0
     duration_s: float = 0.0
     fatal: str | None = None  # why the pod stopped early (destination full, source unreachable)
+    read_path: str | None = None  # how the pod read file data (SyncResult.read_path)
 
     @property
     def throughput_mb_s(self) -> float:

@@ -80,6 +80,9 @@ class SyncResult:
     bytes_selected: int = 0
     dest_dirs_read: int = 0  # destination directories listed with a readdir
     dest_dirs_cached: int = 0  # ... and taken from the scan cache (mtime unchanged)
+    # How file data was read (docs/sync.md): "hdfs-readinto" (the patched hdfs-native), "hdfs-packets"
+    # (the stock one), "webhdfs-readinto", "local-readinto", "fsspec-read"; None before a source was opened.
+    read_path: str | None = None
     duration_s: float = 0.0
     throughput_mb_s: float = 0.0
     failures: list[dict[str, str]] = field(default_factory=list)

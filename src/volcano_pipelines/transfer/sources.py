@@ -44,6 +44,8 @@ class Auth:
 
 class Source(Protocol):
     description: str
+    # How file data is read (SyncResult.read_path, docs/sync.md): e.g. "hdfs-readinto".
+    read_path: str
 
     def list(self) -> tuple[list[Entry], list[tuple[str, str]]]:
         """(regular files, (path, reason) of entries refused, e.g. symlinks)."""
@@ -143,6 +145,7 @@ def with_retries(
 
 class LocalSource:
     snapshot_reads = False  # local files can be edited in place
+    read_path = "local-readinto"
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -201,6 +204,21 @@ class LocalSource:
 # ---------------------------------------------------------------------------- HDFS (native RPC)
 
 
+# hdfs:// read paths (SyncResult.read_path): the stock binding hands each 64 KiB packet over as
+# a new `bytes`, written with pwritev many at a time; the patched one (images/hdfs-native/, in
+# the runtime image) fills the copier's reused buffers with the GIL released.
+HDFS_PACKETS = "hdfs-packets"
+HDFS_READINTO = "hdfs-readinto"
+
+
+def hdfs_read_path() -> str:
+    """HDFS_READINTO where the installed hdfs-native can read into a caller's buffer (its
+    FileReader defines `readinto`: io.RawIOBase's own only raises), else HDFS_PACKETS."""
+    import hdfs_native
+
+    return HDFS_READINTO if "readinto" in vars(hdfs_native.FileReader) else HDFS_PACKETS
+
+
 class _HdfsReader:
     """hdfs_native.FileReader; large files go through `range_stream` (transfer/copy.py)."""
 
@@ -224,6 +242,17 @@ class _HdfsReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _HdfsBufferReader(_HdfsReader):
+    """The patched binding: a small file read into the copier's buffer (`readinto`), a large one
+    as ranges whose streams fill a reused buffer each (`range_reader`, transfer/copy.py)."""
+
+    def readinto(self, buf: Any) -> int:
+        return cast(int, self._r.readinto(buf))
+
+    def range_reader(self, offset: int, length: int) -> Any:
+        return self._r.read_range_stream(offset, length)
 
 
 class _RootedTree:
@@ -270,6 +299,8 @@ class HdfsSource(_RootedTree):
         except Exception as err:
             raise ClusterError(f"cannot create an HDFS client for {location.url}: {err}") from err
         self._single: bool | None = None
+        self.read_path = hdfs_read_path()
+        self._reader = _HdfsBufferReader if self.read_path == HDFS_READINTO else _HdfsReader
 
     def list(self) -> tuple[list[Entry], list[tuple[str, str]]]:
         def go() -> tuple[list[Entry], list[tuple[str, str]]]:
@@ -298,7 +329,7 @@ class HdfsSource(_RootedTree):
         return Entry(rel, st.length, st.modification_time)
 
     def open(self, rel: str) -> BinaryIO:
-        return _HdfsReader(self.client.read(self._abs(rel)))  # type: ignore[return-value]
+        return self._reader(self.client.read(self._abs(rel)))  # type: ignore[return-value]
 
     def close(self) -> None:
         pass
@@ -309,6 +340,7 @@ class HdfsSource(_RootedTree):
 
 class FsspecSource(_RootedTree):
     snapshot_reads = False
+    read_path = "fsspec-read"
 
     def __init__(self, location: Location, auth: Auth) -> None:
         import fsspec
@@ -335,6 +367,7 @@ class FsspecSource(_RootedTree):
                 from volcano_pipelines.transfer.webhdfs import WebHdfsData  # http.client: only for webhdfs://
 
                 self._data = WebHdfsData(host, int(port), auth.user)
+                self.read_path = "webhdfs-readinto"
         else:
             # fsspec's own URL parsing: the host / bucket / credentials in the URL go to
             # the file system's constructor, the rest is the path in its own form.
