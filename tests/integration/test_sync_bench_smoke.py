@@ -1,4 +1,4 @@
-"""benchmarks/sync_bench.py at a tiny size (`--smoke`): every tool, every --durability
+"""benchmarks/sync_bench.py at a tiny size (`--smoke`, with `--pin`): every tool, every --durability
 mode, the raw dd rows and the no-op re-sync still run against the real MiniDFSCluster and
 GlusterFS, each copy is checked by the script (file count and bytes), and the table is
 printed. No timing is asserted (docs/sync.md, "Benchmark"): this only keeps the
@@ -32,7 +32,7 @@ def test_the_benchmark_runs_every_row_at_a_tiny_size(tmp_path: Path) -> None:
     ensure_minidfs_built()
 
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sync_bench.py"), "--smoke", "--rclone", rclone,
-                           "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=540, cwd=REPO)
+                           "--workdir", str(tmp_path), "--pin"], capture_output=True, text=True, timeout=540, cwd=REPO)
 
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     table = proc.stdout.split("durable when it exits", 1)[1]
@@ -44,6 +44,8 @@ def test_the_benchmark_runs_every_row_at_a_tiny_size(tmp_path: Path) -> None:
         assert ("c", tool) in rows
     assert ("raw", "dd") in rows and ("raw", "dd-fsync") in rows
     assert "each file fsynced before rename" in table and "nothing forced" in table
+    # --pin: the storage daemons on CPU 0, the copier on CPU 1 (said above the table).
+    assert "pinned: HDFS JVM and GlusterFS brick on CPU 0" in proc.stdout
     # The GlusterFS processes were found: their CPU (third column from the right) is measured.
     gl_cpu = {tuple(line.split()[:2]): line.split()[-3] for line in table.splitlines() if line[:1] in ("a", "b")}
     assert float(gl_cpu[("a", "vpipe-file")]) > 0 and float(gl_cpu[("b", "rclone-t4")]) > 0, table
@@ -64,4 +66,6 @@ def test_the_workers_benchmark_runs_every_row_at_a_tiny_size() -> None:
     rows = {line.split()[0]: line.split() for line in table.splitlines() if line.startswith(("vpipe", "rclone"))}
     assert {"vpipe-1", "vpipe-2", "vpipe-3"} <= set(rows), proc.stdout
     # The copy processes reported their own throughput (the per-process column is a number).
-    assert float(rows["vpipe-2"][6]) > 0 and float(rows["vpipe-3"][6]) > 0, proc.stdout
+    assert float(rows["vpipe-2"][7]) > 0 and float(rows["vpipe-3"][7]) > 0, proc.stdout
+    # The copy processes' own CPU per GiB (what a copy pod costs) is a number too.
+    assert float(rows["vpipe-2"][6]) > 0 and float(rows["vpipe-1"][6]) > 0, proc.stdout
