@@ -18,9 +18,10 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from collections.abc import Iterable
 from typing import Any, Literal, get_args
 
-__all__ = ["ON_STALL_CHOICES", "ON_STALL_FAIL", "ON_STALL_RESTART", "ON_STALL_WARN", "OnStall", "STALL_TIMEOUT_ENV", "describe_stalled", "STALLED_ANNOTATION", "Stall", "StallReport", "format_ranges",
+__all__ = ["ON_STALL_CHOICES", "ON_STALL_FAIL", "ON_STALL_RESTART", "ON_STALL_WARN", "OnStall", "STALL_TIMEOUT_ENV", "describe_stalled", "STALLED_ANNOTATION", "Stall", "StallReport", "format_task_ranges", "index_runs",
            "merge_ranges", "parse_ranges", "parse_stalled", "stall_from_annotations", "with_stall_timeout"]
 
 # What the step does once a task is found stalled.
@@ -103,21 +104,25 @@ def parse_ranges(text: str) -> tuple[dict[str, set[int]], int]:
     return out, more
 
 
-def format_ranges(tasks: dict[str, set[int]], more: int = 0) -> str:
+def index_runs(indices: Iterable[int]) -> list[tuple[int, int]]:
+    """`[12, 13, 14, 15, 803]` -> `[(12, 15), (803, 803)]`: consecutive indices as runs."""
+    runs: list[tuple[int, int]] = []
+    for index in sorted(set(indices)):
+        if runs and index == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], index)
+        else:
+            runs.append((index, index))
+    return runs
+
+
+def format_task_ranges(tasks: dict[str, set[int]], more: int = 0) -> str:
     """The inverse of parse_ranges: `chief[0],worker[12-15,803]`, at most MAX_RANGES ranges,
     then `,+N` for the tasks left out."""
     parts: list[str] = []
     shown = 0
     for task in sorted(tasks):
         spans: list[str] = []
-        indices = sorted(tasks[task])
-        runs: list[tuple[int, int]] = []
-        for index in indices:
-            if runs and index == runs[-1][1] + 1:
-                runs[-1] = (runs[-1][0], index)
-            else:
-                runs.append((index, index))
-        for first, last in runs:
+        for first, last in index_runs(tasks[task]):
             if shown < MAX_RANGES:
                 spans.append(str(first) if first == last else f"{first}-{last}")
                 shown += 1
@@ -136,7 +141,7 @@ def merge_ranges(*texts: str) -> str:
         more += extra
         for task, indices in tasks.items():
             merged.setdefault(task, set()).update(indices)
-    return format_ranges(merged, more)
+    return format_task_ranges(merged, more)
 
 
 @dataclass(frozen=True)
@@ -157,9 +162,9 @@ class Stall:
         busy = {task: indices for task, indices in busy.items() if indices}
         parts = []
         if silent:
-            parts.append(f"{format_ranges(silent)} (no heartbeat)")
+            parts.append(f"{format_task_ranges(silent)} (no heartbeat)")
         if busy or more:
-            parts.append(f"{format_ranges(busy, more)} (no progress)")
+            parts.append(f"{format_task_ranges(busy, more)} (no progress)")
         return f"{', '.join(parts) or self.tasks} for {self.oldest_seconds:.0f}s"
 
     def to_dict(self) -> dict[str, Any]:

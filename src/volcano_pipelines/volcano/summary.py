@@ -15,6 +15,7 @@ from typing import Any
 
 from volcano_pipelines.volcano.report_lines import TrainingProgress
 from volcano_pipelines.volcano.slices import SLICED_ROLES, task_offsets
+from volcano_pipelines.volcano.stalls import index_runs
 from volcano_pipelines.volcano.status import FINAL_PHASES, JobStatus, TaskCounts, pod_end, pod_task
 
 __all__ = ["MAX_LINES", "JobSummary", "abnormal_pods", "format_eta", "format_ranges", "format_training", "range_count",
@@ -27,19 +28,9 @@ MAX_RANGES_PER_LINE = 12
 _PHASES = ("running", "pending", "succeeded", "failed", "stopped")
 
 
-def _runs(indices: Iterable[int]) -> list[tuple[int, int]]:
-    runs: list[tuple[int, int]] = []
-    for index in sorted(set(indices)):
-        if runs and index == runs[-1][1] + 1:
-            runs[-1] = (runs[-1][0], index)
-        else:
-            runs.append((index, index))
-    return runs
-
-
 def format_ranges(indices: Iterable[int]) -> str:
     """`[12, 13, 14, 15, 803]` -> `12-15,803` (every index: the form --json keeps)."""
-    return ",".join(str(first) if first == last else f"{first}-{last}" for first, last in _runs(indices))
+    return ",".join(str(first) if first == last else f"{first}-{last}" for first, last in index_runs(indices))
 
 
 def _span_size(span: str) -> int:

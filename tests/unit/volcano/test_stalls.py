@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from volcano_pipelines.volcano.stalls import Stall, format_ranges, merge_ranges, parse_ranges, parse_stalled
+from volcano_pipelines.volcano.stalls import Stall, format_task_ranges, merge_ranges, parse_ranges, parse_stalled
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -49,10 +49,10 @@ def test_a_cleared_line_means_no_task_is_stalled_and_garbage_is_ignored() -> Non
 def test_index_ranges_both_ways_and_past_the_cap_a_count() -> None:
     tasks, more = parse_ranges("chief[0],worker[12-15,803],+7")
     assert tasks == {"chief": {0}, "worker": {12, 13, 14, 15, 803}} and more == 7
-    assert format_ranges(tasks, more) == "chief[0],worker[12-15,803],+7"
+    assert format_task_ranges(tasks, more) == "chief[0],worker[12-15,803],+7"
     assert merge_ranges("worker[1-2]", "chief[0]", "worker[3]") == "chief[0],worker[1-3]"
     # 10,000 workers, every other one stalled: 40 ranges shown, the other 4,960 counted.
-    many = format_ranges({"worker": set(range(0, 10_000, 2))})
+    many = format_task_ranges({"worker": set(range(0, 10_000, 2))})
     assert many.startswith("worker[0,2,4,") and many.endswith(",+4960") and len(many) < 300
 
 
