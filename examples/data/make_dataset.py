@@ -93,7 +93,7 @@ def make_examples(n: int, features: int, rng: random.Random, weights: list[float
     for _ in range(n):
         # float32-representable values, so CSV and TFRecord hold exactly the same numbers.
         x = [struct.unpack("<f", struct.pack("<f", rng.gauss(0.0, 1.0)))[0] for _ in range(features)]
-        score = sum(w * v for w, v in zip(weights, x)) + bias + rng.gauss(0.0, 0.3)
+        score = sum(w * v for w, v in zip(weights, x, strict=True)) + bias + rng.gauss(0.0, 0.3)
         rows.append((x, 1 if score > 0 else 0))
     return rows
 

@@ -251,7 +251,7 @@ def wait_for_hosts(addresses: list[str], timeout: float = 300.0) -> None:
                     break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise SystemExit(f"{address} did not accept connections within {timeout:.0f} s")
+                    raise SystemExit(f"{address} did not accept connections within {timeout:.0f} s") from None
                 time.sleep(0.2)
 
 

@@ -109,7 +109,7 @@ def coordinate(tf, resolver, args: argparse.Namespace) -> int:
             x, y = batch
             with tf.GradientTape() as tape:
                 loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=model(tf, x)))
-            for variable, grad in zip(model.variables, tape.gradient(loss, model.variables)):
+            for variable, grad in zip(model.variables, tape.gradient(loss, model.variables), strict=True):
                 variable.assign_sub(learning_rate * grad)
             global_step.assign_add(1)
             return loss
