@@ -91,7 +91,7 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
     "steps/_sync.py": (540, "the sync step's argument checks (and their help), result and report; to split: the result type"),
     "k8s/apps.py": (480, "Deployments, Services, scale, events and their watches for the lifecycle steps; "
                          "to split: the rollout watch"),
-    "lifecycle/sweep.py": (490, "the reap sweeper: informers, the event loop (its passes rate-limited) and its actions (CompleteJob, scale, "
+    "lifecycle/sweep.py": (500, "the reap sweeper: informers, the event loop (its passes rate-limited) and its actions (CompleteJob, scale, "
                                 "delete, abort) with what each records, and its result, over Volcano jobs and the classic layout; "
                                 "the decisions are in lifecycle/reap.py, the step's checks in steps/_reap.py"),
     "steps/_serve.py": (430, "the serve step: argument checks, rollout wait, smoke test, rollback and pruning; "

@@ -207,6 +207,10 @@ class Sweep:
                     item = self.events.get_nowait()
                 except queue.Empty:
                     item = None
+            if self.changed and any(not acted.gone for acted in self.acted.values()):
+                # Between passes too: a reaped job's parameter servers gone are timed when seen
+                # (linger_seconds), and seen before a stop that comes before the next pass.
+                self._check_gone(self.wall())
             if self.stop.is_set():
                 return self._end("stopped by a signal", succeeded=not self.job)
             timed_out = deadline.expired()
