@@ -1,7 +1,7 @@
 """Build the project's container images from images/<name>/Dockerfile, cached by content hash.
 
     python -m images.build [NAME...] [--engine podman|docker] [--base pull|debootstrap]
-                           [--save DIR] [--force]
+                           [--save DIR] [--force] [--hdfs-native patched|stock]
 
 Every image is tagged `volcano-pipelines/<name>:<package version>` (the names live in
 `volcano_pipelines.images`) and labelled with the hash of everything that decides it: its
@@ -17,6 +17,10 @@ The base image (`BASE_IMAGE` in the Dockerfiles, a pinned Debian point release) 
 or with `--base debootstrap` made here: `debootstrap --variant=minbase` of the same Debian
 release, imported under the name the Dockerfiles use. That is how the tests build where no
 registry can be reached; the file system is Debian's own packages either way.
+
+The runtime image (the step pods, the copy pods) gets the patched hdfs-native of
+images/hdfs-native/ (built from the pinned sdist with cargo, cached by content hash: minutes on
+a cold cache) in place of PyPI's wheel; `--hdfs-native stock` keeps PyPI's (docs/sync.md).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import resource
@@ -179,9 +184,22 @@ def _check_python() -> None:
         )
 
 
-def wheels(name: str, log: Log = _stderr) -> Path:
+HDFS_NATIVE_CHOICES = ("patched", "stock")
+
+
+def patched_hdfs_native() -> object:
+    """images/hdfs-native/build.py as a module (its folder name is not a package name)."""
+    spec = importlib.util.spec_from_file_location("hdfs_native_build", IMAGES_DIR / "hdfs-native" / "build.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def wheels(name: str, log: Log = _stderr, hdfs_native: str = "stock") -> Path:
     """A directory of wheels satisfying images/<name>/requirements.txt (none if it has none),
-    cached by the requirements, pyproject.toml (the runtime's dependencies) and pip's version."""
+    cached by the requirements, pyproject.toml (the runtime's dependencies) and pip's version.
+    hdfs_native="patched": the runtime's hdfs-native is images/hdfs-native/'s wheel."""
     requirements = IMAGES_DIR / name / "requirements.txt"
     if not requirements.exists():
         return Path()
@@ -193,6 +211,10 @@ def wheels(name: str, log: Log = _stderr) -> Path:
         _hash_files(digest, (ROOT / "src" / "volcano_pipelines").rglob("*.py"), ROOT)
     pip_version = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, text=True, check=True).stdout
     digest.update(pip_version.split(" from ")[0].encode())
+    patched: Path | None = None
+    if project_wheel and hdfs_native == "patched":
+        patched = patched_hdfs_native().wheel(log=log)  # type: ignore[attr-defined]
+        digest.update(f"{patched.parent.name}/{patched.name}".encode())  # its content key and name
     target = cache_dir() / "wheels" / f"{name}-{digest.hexdigest()[:16]}"
     if (target / ".complete").exists():
         return target
@@ -209,6 +231,10 @@ def wheels(name: str, log: Log = _stderr) -> Path:
     log(f"resolving wheels for {name}")
     # `pip wheel` takes published wheels as they are and builds the few sdists (kfp's) here.
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "-w", str(staging), *specs], check=True)
+    if patched is not None:
+        for stock in staging.glob("hdfs_native-*.whl"):
+            stock.unlink()
+        shutil.copy2(patched, staging / patched.name)
     (staging / ".complete").write_text("")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
@@ -240,10 +266,11 @@ class Built:
     archive: Path | None = None
 
 
-def build_image(name: str, engine: Engine, base_id: str, force: bool = False, log: Log = _stderr) -> Built:
+def build_image(name: str, engine: Engine, base_id: str, force: bool = False, log: Log = _stderr,
+                hdfs_native: str = "stock") -> Built:
     tag = IMAGES[name]
     started = time.monotonic()
-    wheel_dir = wheels(name, log)
+    wheel_dir = wheels(name, log, hdfs_native)
     key = content_hash(name, wheel_dir, base_id)
     if not force and engine.label(tag, HASH_LABEL) == key:
         return Built(name, tag, key, built=False, seconds=time.monotonic() - started)
@@ -289,6 +316,7 @@ def build(
     save_dir: Path | None = None,
     force: bool = False,
     log: Log = _stderr,
+    hdfs_native: str = "patched",
 ) -> dict[str, Built]:
     """Build (or find) the named images, all of them by default. One build at a time per
     cache: CI's prepare step and a test session may overlap."""
@@ -301,7 +329,7 @@ def build(
         base_id = ensure_base(engine, base, log)
         results = {}
         for name in names or tuple(IMAGES):
-            built = build_image(name, engine, base_id, force, log)
+            built = build_image(name, engine, base_id, force, log, hdfs_native)
             if save_dir is not None:
                 built = save(built, engine, save_dir)
             results[name] = built
@@ -326,8 +354,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"how to get {BASE_IMAGE} when it is missing (default: pull)")
     parser.add_argument("--save", type=Path, metavar="DIR", help="also write docker-archive tarballs there")
     parser.add_argument("--force", action="store_true", help="build even when the content hash matches")
+    parser.add_argument("--hdfs-native", choices=HDFS_NATIVE_CHOICES, default="patched",
+                        help="the runtime image's hdfs-native: images/hdfs-native/'s patched wheel (default; needs cargo "
+                             "on a cold cache) or PyPI's")
     args = parser.parse_args(argv)
-    results = build(args.names, Engine(args.engine), args.base, args.save, args.force)
+    results = build(args.names, Engine(args.engine), args.base, args.save, args.force, hdfs_native=args.hdfs_native)
     for built in results.values():
         state = f"built in {built.seconds:.0f} s" if built.built else "up to date"
         print(f"{built.tag:48} {built.content_hash}  {state}" + (f"  {built.archive}" if built.archive else ""))

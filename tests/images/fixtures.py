@@ -8,6 +8,7 @@ is missing the tests skip, and fail in CI (tests/needs.py)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -30,8 +31,23 @@ def archive_dir() -> Path:
     return build.cache_dir() / "archives"
 
 
+def hdfs_native_choice() -> str:
+    """The runtime image's hdfs-native for the tests: $VPIPE_HDFS_NATIVE (patched / stock), else
+    the patched wheel when images/hdfs-native/ already has it built (cached), else PyPI's: its
+    cold cargo build (minutes of both CPUs) is kept out of CI's cold run (docs/sync.md)."""
+    chosen = os.environ.get("VPIPE_HDFS_NATIVE", "")
+    if chosen in build.HDFS_NATIVE_CHOICES:
+        return chosen
+    try:
+        cached = build.patched_hdfs_native().cached_wheel()  # type: ignore[attr-defined]
+    except (OSError, SystemExit, subprocess.CalledProcessError):  # no Rust toolchain: no patched wheel
+        return "stock"
+    return "patched" if cached is not None else "stock"
+
+
 def build_all(log=print) -> dict[str, build.Built]:
-    return build.build(engine=build.Engine("podman"), base="debootstrap", save_dir=archive_dir(), log=log)
+    return build.build(engine=build.Engine("podman"), base="debootstrap", save_dir=archive_dir(), log=log,
+                       hdfs_native=hdfs_native_choice())
 
 
 @dataclass(frozen=True)

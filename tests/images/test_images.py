@@ -22,7 +22,7 @@ import yaml
 
 from images import build
 from tests.helpers.http_server import serve
-from tests.images.fixtures import Images
+from tests.images.fixtures import Images, hdfs_native_choice
 from volcano_pipelines import __version__
 from volcano_pipelines.images import IMAGES
 from volcano_pipelines.local.plan import expand
@@ -100,6 +100,20 @@ def test_runtime_image_is_the_package_as_non_root(images: Images) -> None:
     assert rendered.returncode == 0, rendered.stderr
     job = yaml.safe_load(rendered.stdout)
     assert job["kind"] == "Job" and {t["name"] for t in job["spec"]["tasks"]} == {"ps", "worker"}
+
+
+def test_runtime_image_reads_hdfs_with_the_hdfs_native_it_was_built_with(images: Images) -> None:
+    """The patched hdfs-native (images/hdfs-native/) where the image was built with it: the copy
+    pods then read hdfs:// into their buffers (`hdfs-readinto`); PyPI's wheel otherwise."""
+    probe = images.run("runtime", "-c", "from importlib.metadata import version; "
+                       "from volcano_pipelines.transfer.sources import hdfs_read_path; "
+                       "print(version('hdfs-native'), hdfs_read_path())", entrypoint="python3")
+    assert probe.returncode == 0, probe.stderr
+    installed, path = probe.stdout.split()
+    if hdfs_native_choice() == "patched":
+        assert (installed, path) == ("0.14.7+vpipe.1", "hdfs-readinto")
+    else:
+        assert "+vpipe" not in installed and path == "hdfs-packets"
 
 
 def test_tf_trainer_runs_the_pod_entry_script_against_a_code_server(images: Images, code_server: str,

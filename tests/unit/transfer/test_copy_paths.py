@@ -64,6 +64,46 @@ def test_a_source_holding_fewer_bytes_than_listed_is_a_change(tmp_path: Path) ->
         os.close(out)
 
 
+class _BufferRanges(_RangeReader):
+    """The patched hdfs-native's reader: length() and range streams that fill the caller's buffer."""
+
+    def range_reader(self, offset: int, length: int):  # type: ignore[no-untyped-def]
+        self.log.append((offset, length))
+        fd, end = self.fd, offset + length
+
+        class Stream:
+            def readinto(self, buf) -> int:  # type: ignore[no-untyped-def]
+                nonlocal offset
+                n = os.preadv(fd, [memoryview(buf)[:max(0, end - offset)]], offset)
+                offset += n
+                return n
+
+        return Stream()
+
+
+def test_a_range_reader_source_fills_buffers_and_its_length_is_checked_first(tmp_path: Path) -> None:
+    data = os.urandom((3 << 20) + 4321)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    for listed in (len(data), len(data) + 1):
+        asked: list[tuple[int, int]] = []
+        out_path = tmp_path / f"out-{listed}"
+        out = os.open(out_path, os.O_WRONLY | os.O_CREAT)
+        try:
+            with _BufferRanges(str(path), asked) as reader:
+                if listed == len(data):
+                    copy_stream(reader, out, listed, chunk_size=1 << 20, streams=1, pool=None,
+                                on_bytes=lambda n: None, abandon=threading.Event())
+                    assert out_path.read_bytes() == data and asked == [(0, len(data))]
+                else:  # a range past the file's end is never asked for (hdfs-native panics on one)
+                    with pytest.raises(SourceChanged):
+                        copy_stream(reader, out, listed, chunk_size=1 << 20, streams=1, pool=None,
+                                    on_bytes=lambda n: None, abandon=threading.Event())
+                    assert asked == []
+        finally:
+            os.close(out)
+
+
 def test_a_local_file_is_read_into_one_reused_buffer(tmp_path: Path) -> None:
     data = os.urandom((2 << 20) + 7)
     (tmp_path / "f").write_bytes(data)
