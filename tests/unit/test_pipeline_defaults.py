@@ -13,22 +13,22 @@ from typing import Any
 import pytest
 import yaml
 
-from volcano_pipelines.steps.pipelines import PIPELINES
+from volcano_pipelines.steps import registry
+from volcano_pipelines.steps.params import params
+from volcano_pipelines.steps.pipelines import PIPELINES, RunInput, run_inputs, spelled
+from volcano_pipelines.steps.spelling import flag_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 # libyaml's safe loader where PyYAML has it: the same objects, a tenth of the pure-Python parser's CPU.
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-# KFP names a parameter after the step parameter it feeds; Argo prefixes lifecycle parameters
-# with their step and spells them with dashes. Where the two differ beyond that:
-KFP_TO_ARGO = {"model_name": "name", "dataset_url": "sync-src", "hdfs_user": "sync-user",
-               "kerberos_principal": "sync-kerberos-principal", "kerberos_keytab": "sync-kerberos-keytab"}
-# Parameters only one front end has, and why.
-KFP_ONLY = {
-    "namespace",  # Argo runs the job in the workflow's namespace (its ServiceAccount's Role is namespaced)
-    "kubeconfig",  # Argo's step pods always use their in-cluster identity
-    "on_failure",  # Argo's exit handler always deletes the run's jobs when the run did not succeed
-    # Per-task settings are one dict each in KFP, one parameter per task in Argo (ps-cpu, worker-cpu, ...).
-    "cpu", "memory", "gpus",
+# The run parameters Argo does not offer, each because the Argo front end fixes what it feeds
+# (every other run input of steps/pipelines.py is an Argo parameter, named after the step
+# parameter it feeds first: `spelled`).
+ARGO_FIXES = {
+    "namespace": "the train templates run the job in the workflow's namespace (its ServiceAccount's Role is namespaced)",
+    "kubeconfig": "Argo's step pods always use their in-cluster identity",
+    "on_failure": "feeds KFP's exit handler (finish_run); Argo's always deletes the run's jobs when the run did not "
+                  "succeed",
 }
 
 
@@ -45,10 +45,16 @@ def _argo(kind: str) -> dict[str, Any]:
     return {p["name"]: p.get("value") for p in template["spec"]["arguments"]["parameters"]}
 
 
-def _argo_name(name: str) -> str:
-    if name in KFP_TO_ARGO:
-        return KFP_TO_ARGO[name]
-    return name.replace("_", "-")
+def _argo_names(item: RunInput, kind: str) -> list[str]:
+    """The Argo parameters of a run input: the step parameter it feeds first, spelled as a run
+    parameter and dashed; a per-task setting (one dict in KFP) is one parameter per task."""
+    if item.switch:
+        return [item.name.replace("_", "-")]
+    step, param = item.feeds[0]
+    name = spelled(step, param).replace("_", "-")
+    if flag_spec(next(p for p in params(registry.step(step).function()) if p.name == param)).kind == "task_value":
+        return [f"{task}-{name}" for task in registry.step(step).tasks]
+    return [name]
 
 
 def _as_argo_text(value: Any) -> str | None:
@@ -68,11 +74,21 @@ def _as_argo_text(value: Any) -> str | None:
 @pytest.mark.parametrize("kind", list(PIPELINES))
 def test_kfp_and_argo_offer_the_same_parameters_with_the_same_defaults(kind: str) -> None:
     kfp, argo = _kfp(kind), _argo(kind)
-    missing = sorted(name for name in kfp if name not in KFP_ONLY and _argo_name(name) not in argo)
+    inputs = run_inputs(kind)
+    assert set(kfp) == {item.name for item in inputs}
+    offered = {item.name: _argo_names(item, kind) for item in inputs if item.name not in ARGO_FIXES}
+    missing = sorted(name for name, names in offered.items() if not set(names) <= set(argo))
     assert not missing, f"KFP parameters with no Argo counterpart: {missing}"
-    disagree = {name: (kfp[name], argo[_argo_name(name)]) for name in kfp
-                if name not in KFP_ONLY and _as_argo_text(kfp[name]) != argo[_argo_name(name)]}
+    # Argo offers none of what it fixes (on_failure feeds a step Argo does not run at all).
+    fixed = [_input(inputs, name) for name in ARGO_FIXES if name != "on_failure"]
+    assert not {name for item in fixed for name in _argo_names(item, kind)} & set(argo)
+    disagree = {name: (kfp[name], [argo[n] for n in names]) for name, names in offered.items()
+                if any(_as_argo_text(kfp[name]) != argo[n] for n in names)}
     assert not disagree, f"defaults that differ (KFP, Argo): {disagree}"
+
+
+def _input(inputs: tuple[RunInput, ...], name: str) -> RunInput:
+    return next(item for item in inputs if item.name == name)
 
 
 @pytest.mark.parametrize("kind", list(PIPELINES))
@@ -82,7 +98,8 @@ def test_the_shared_cluster_defaults_hold_in_both(kind: str) -> None:
     for name, value in (("queue", "vpipe"), ("tensorboard_service_type", "ClusterIP"), ("data_pvc", "vpipe-data"),
                         ("log_pvc", "vpipe-logs"), ("timeout", 86400)):
         assert _as_argo_text(kfp[name]) == str(value), name
-        assert argo[_argo_name(name)] == str(value), name
+        (argo_name,) = _argo_names(_input(run_inputs(kind), name), kind)
+        assert argo[argo_name] == str(value), name
 
 
 @pytest.mark.parametrize("kind", list(PIPELINES))

@@ -29,9 +29,7 @@ from hera.workflows.models import (
 from volcano_pipelines.argo.inputs import Input, tag
 from volcano_pipelines.argo.pods import CONTAINER_SECURITY, POD_GC, POD_METADATA, POD_SECURITY, TTL, log_volume, resources
 from volcano_pipelines.argo.templates import (
-    DATA_MOUNT,
     PART_OF,
-    PIPELINE_DEFAULTS,
     SERVICE_ACCOUNT,
     STEPS,
     WORKFLOW_OWNER,
@@ -40,9 +38,25 @@ from volcano_pipelines.argo.templates import (
 )
 from volcano_pipelines.images import RUNTIME_IMAGE
 from volcano_pipelines.labels import RUN_LABEL
-from volcano_pipelines.steps.pipelines import DEADLINE_SECONDS, PIPELINES as SHAPES, shared_defaults
+from volcano_pipelines.steps.pipelines import (
+    DATA_MOUNT,
+    DEADLINE_SECONDS,
+    JOB,
+    JOB_NAMESPACE,
+    LEFT_OUT,
+    SERVE_SWITCH,
+    RunInput,
+    Wire,
+    run_inputs,
+    shared_defaults,
+    spelled,
+    wiring,
+)
+from volcano_pipelines.steps.pipelines import (
+    PIPELINES as SHAPES,
+)
 
-__all__ = ["LIFECYCLE", "PIPELINES", "PIPELINE_OUTPUTS", "Pipeline", "train_and_serve"]
+__all__ = ["ARGO_WIRED", "PIPELINES", "PIPELINE_OUTPUTS", "Pipeline", "train_and_serve"]
 
 # A WorkflowTemplate of the pipelines: each one's own deadline (steps/pipelines.py).
 PIPELINE_DEADLINE_SECONDS = DEADLINE_SECONDS
@@ -61,58 +75,57 @@ fi
 
 # --- train-and-serve ---------------------------------------------------------------------------
 
-SYNC_PREFIX = "sync-"
-
-
-def _pipeline_wiring(train: str) -> tuple[list[Input], dict[str, str], dict[str, str]]:
-    """Workflow parameters (train's unprefixed, sync's prefixed `sync-`), and the arguments
-    of the sync and `train` (template) tasks. Wired, not parameters: sync's dst and train's
-    data-subpath (the dataset's own directory of the data PVC, named after the model: models
-    sharing one data PVC never see, overwrite or delete each other's files), both steps' data
-    PVC (one `data-pvc`), the job's namespace (the workflow's: its ServiceAccount's Role is
-    namespaced)."""
-    sync_cmd, train_cmd = command(STEPS["sync"]), command(STEPS[train])
-    workflow: list[Input] = []
-    sync_args: dict[str, str] = {"dst": f"{DATA_MOUNT}/{{{{workflow.parameters.name}}}}",
-                                 "data-pvc": "{{workflow.parameters.data-pvc}}"}
-    for item in sync_cmd.inputs:
-        if item.name in sync_args or item.name in PIPELINE_LEFT_OUT:
-            continue
-        workflow.append(Input(SYNC_PREFIX + item.name, item.spec, item.default, item.description, item.enum))
-        sync_args[item.name] = tag(f"workflow.parameters.{SYNC_PREFIX}{item.name}")
-    # The namespace: the template's own (the workflow's).
-    train_args: dict[str, str] = {"data-subpath": "{{workflow.parameters.name}}"}
-    for item in train_cmd.inputs:
-        if item.name in train_args or item.name in PIPELINE_LEFT_OUT:
-            continue
-        default = PIPELINE_DEFAULTS.get(item.name, item.default)
-        workflow.append(Input(item.name, item.spec, default, item.description, item.enum))
-        train_args[item.name] = tag(f"workflow.parameters.{item.name}")
-    return workflow, sync_args, train_args
-
-
-# Step parameters the pipeline leaves at their default, in every step: a dry run of one step
-# (the next would fail), a train step or TensorBoard that does not wait (the next step would
-# act on a job still running, or a URL not yet serving).
-PIPELINE_LEFT_OUT = frozenset({"dry-run", "wait"})
-
-# The steps after training, in order: (template, workflow parameter prefix, wired arguments,
-# step parameters the pipeline leaves at their template default). Wired: the job train
-# created (its `name` output), the workflow's namespace, the log PVC, object names derived from
-# the model name. Left out: what makes reap a sweep (the pipeline reaps one job), and serve's
-# local model directory (the serve pod does not mount the PVC).
+# What the wired values of steps/pipelines.py read, in Argo: the job train created (its `name`
+# output) and its namespace, the workflow's (the train templates run the job there: TRAIN_FIXED).
 TRAIN_JOB = tag("tasks.train.outputs.parameters.name")
-LIFECYCLE: tuple[tuple[str, str, dict[str, str], frozenset[str]], ...] = (
-    ("reap", "reap-", {"job": TRAIN_JOB, "namespace": "{{workflow.namespace}}"},
-     frozenset({"selector", "all-namespaces", "group-label", "delete-deployment", "delete-namespace", "once"})),
-    ("tensorboard", "tensorboard-",
-     {"name": "{{workflow.parameters.name}}-tensorboard", "log-pvc": "{{workflow.parameters.log-pvc}}",
-      "namespace": "{{workflow.namespace}}", "job": TRAIN_JOB, "owner": WORKFLOW_OWNER}, frozenset()),
-    ("serve", "serving-",
-     {"name": "{{workflow.parameters.name}}-serving", "model-name": "{{workflow.parameters.name}}",
-      "pvc": "{{workflow.parameters.log-pvc}}", "namespace": "{{workflow.namespace}}"},
-     frozenset({"model-dir-local", "keep-versions"})),
-)
+_TRAIN_REPORTS = {JOB: TRAIN_JOB, JOB_NAMESPACE: "{{workflow.namespace}}"}
+# Arguments only Argo gives: the Workflow owns TensorBoard's objects (deleted with it).
+ARGO_WIRED = {"tensorboard": {"owner": WORKFLOW_OWNER}}
+
+
+def _dashes(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def _wired(wire: Wire, inputs: dict[str, RunInput]) -> str:
+    """A wired argument's value: a run input's workflow parameter (named after the step
+    parameter it feeds first), or what train reports about its job."""
+    if wire.source in _TRAIN_REPORTS:
+        value = _TRAIN_REPORTS[wire.source]
+    else:
+        value = tag(f"workflow.parameters.{_dashes(spelled(*inputs[wire.source].feeds[0]))}")
+    if wire.under_data_mount:
+        return f"{DATA_MOUNT}/{value}"
+    return value + wire.suffix
+
+
+def _wiring(kind: str) -> tuple[list[Input], dict[str, dict[str, str]]]:
+    """Workflow parameters and each task's arguments, from steps/pipelines.py's wiring: a step's
+    wired arguments first, then every parameter of its template that is neither wired nor left
+    out, as a workflow parameter <prefix><parameter> with the pipelines' shared default where
+    there is one (else the template's)."""
+    inputs = {item.name: item for item in run_inputs(kind)}
+    workflow: list[Input] = []
+    arguments: dict[str, dict[str, str]] = {}
+    for step in wiring(kind):
+        template_name = PIPELINES[kind].train if step.step == "train" else step.step
+        args = {_dashes(wire.param): _wired(wire, inputs) for wire in step.wired}
+        args.update(ARGO_WIRED.get(step.step, {}))
+        left_out = {_dashes(name) for name in step.left_out | LEFT_OUT}
+        shared = {_dashes(name): str(value) for name, value in shared_defaults(step.step).items()}
+        for item in command(STEPS[template_name]).inputs:
+            if item.name in args or item.name in left_out:
+                continue
+            name = _dashes(step.prefix) + item.name
+            workflow.append(Input(name, item.spec, shared.get(item.name, item.default), item.description, item.enum))
+            args[item.name] = tag(f"workflow.parameters.{name}")
+        arguments[step.step] = args
+    if "serve" in arguments:
+        # The serve switch: a pipeline-only on/off (the serve task's `when`), true by default.
+        workflow.append(Input(_dashes(SERVE_SWITCH.name), "", "true", SERVE_SWITCH.help, ("true", "false")))
+    return workflow, arguments
+
+
 # The workflow's outputs (its entrypoint's): what a user looks for after a run. name -> (the
 # tasks it needs, valueFrom). The parameter servers' linger: reap's when reap ended them, else
 # what train measured while Volcano's CompleteJob ended them. served-version: -1 when serve
@@ -132,35 +145,6 @@ PIPELINE_OUTPUTS: dict[str, tuple[tuple[str, ...], ValueFromModel]] = {
     "served-version": (("serve",), ValueFromModel(parameter=tag("tasks.serve.outputs.parameters.version"),
                                                   default="-1")),
 }
-# Defaults of lifecycle parameters whose template has none (reap needs a timeout for Argo's deadline).
-# TensorBoard's Service: ClusterIP (NodePort would publish the logs, unauthenticated, on every
-# node's address); reach it with `kubectl port-forward` or an Ingress (tensorboard-ingress-path).
-_PREFIX = {"reap": "reap-", "tensorboard": "tensorboard-", "serve": "serving-"}
-LIFECYCLE_DEFAULTS = {f"{_PREFIX[step]}{name.replace('_', '-')}": str(value)
-                      for step in _PREFIX for name, value in shared_defaults(step).items()}
-SERVE_SWITCH = Input("serve-model", "", "true", "serve the exported model with TF Serving after training "
-                     "(false: skip the serve step)", ("true", "false"))
-
-
-def _lifecycle_wiring(steps: tuple[str, ...]) -> tuple[list[Input], dict[str, dict[str, str]]]:
-    """Workflow parameters of the lifecycle `steps` (prefixed per step) and each task's arguments."""
-    workflow: list[Input] = []
-    arguments: dict[str, dict[str, str]] = {}
-    for template_name, prefix, wired, left_out in LIFECYCLE:
-        if template_name not in steps:
-            continue
-        args = dict(wired)
-        for item in command(STEPS[template_name]).inputs:
-            if item.name in args or item.name in left_out or item.name in PIPELINE_LEFT_OUT:
-                continue
-            name = prefix + item.name
-            workflow.append(Input(name, item.spec, LIFECYCLE_DEFAULTS.get(name, item.default), item.description,
-                                  item.enum))
-            args[item.name] = tag(f"workflow.parameters.{name}")
-        arguments[template_name] = args
-    if "serve" in arguments:
-        workflow.append(SERVE_SWITCH)
-    return workflow, arguments
 
 
 def _arguments(values: dict[str, str]) -> Arguments:
@@ -171,7 +155,7 @@ def _arguments(values: dict[str, str]) -> Arguments:
 class Pipeline:
     name: str  # the WorkflowTemplate's name
     train: str  # the train step's template
-    after: tuple[str, ...]  # the lifecycle steps after training, in LIFECYCLE's order
+    after: tuple[str, ...]  # the lifecycle steps after training, in order
 
 
 # The pipelines, described once for both front ends (steps/pipelines.py).
@@ -185,22 +169,20 @@ def train_and_serve(runtime_image: str = RUNTIME_IMAGE, kind: str = "tf") -> Wor
     unless it succeeded, deletes the Volcano Jobs of this run (a step killed without its
     SIGTERM handler, e.g. a lost node, leaves its parameter servers or workers running)."""
     pipeline = PIPELINES[kind]
-    workflow_inputs, sync_args, train_args = _pipeline_wiring(pipeline.train)
-    lifecycle_inputs, lifecycle_args = _lifecycle_wiring(pipeline.after)
-    workflow_inputs += lifecycle_inputs
+    workflow_inputs, arguments = _wiring(kind)
     tasks = [
         DAGTask(name="sync", template_ref=TemplateRef(name="vpipe-sync", template="sync"),
-                arguments=_arguments(sync_args)),
+                arguments=_arguments(arguments["sync"])),
         DAGTask(name="train", depends="sync",
                 template_ref=TemplateRef(name=f"vpipe-{pipeline.train}", template=pipeline.train),
-                arguments=_arguments(train_args)),
+                arguments=_arguments(arguments["train"])),
     ]
     previous = "train"
     for template_name in pipeline.after:
-        when = f"{{{{workflow.parameters.{SERVE_SWITCH.name}}}}} == true" if template_name == "serve" else None
+        when = f"{{{{workflow.parameters.{_dashes(SERVE_SWITCH.name)}}}}} == true" if template_name == "serve" else None
         tasks.append(DAGTask(name=template_name, depends=previous, when=when,
                              template_ref=TemplateRef(name=f"vpipe-{template_name}", template=template_name),
-                             arguments=_arguments(lifecycle_args[template_name])))
+                             arguments=_arguments(arguments[template_name])))
         previous = template_name
     outputs = [ParameterModel(name=name, value_from=value_from) for name, (needs, value_from) in PIPELINE_OUTPUTS.items()
                if set(needs) <= {"train", *pipeline.after}]

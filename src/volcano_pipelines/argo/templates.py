@@ -47,7 +47,8 @@ from volcano_pipelines.argo.inputs import (
     tag,
 )
 from volcano_pipelines.images import RUNTIME_IMAGE
-from volcano_pipelines.steps.pipelines import LOG_MOUNT_STEPS, shared_defaults
+# DATA_MOUNT: where the sync step mounts the data PVC; its dst lies under it (both front ends').
+from volcano_pipelines.steps.pipelines import DATA_MOUNT, LOG_MOUNT_STEPS, shared_defaults
 from volcano_pipelines.steps.registry import ARGO, steps_for
 
 __all__ = [
@@ -61,7 +62,6 @@ __all__ = [
 SERVICE_ACCOUNT = "vpipe-runner"  # manifests/base
 PART_OF = {"app.kubernetes.io/part-of": "volcano-pipelines"}
 OUT_DIR = "/tmp/vpipe"  # result.json and outputs/<field> inside the step's container
-DATA_MOUNT = "/data"  # where the sync step mounts the data PVC; its dst lies under it
 # The train step aborts its job itself when --timeout passes and then needs a moment (API
 # calls with retries) to report; Argo's own deadline comes this much later, so Argo never
 # kills the step before it has cleaned up.

@@ -4,15 +4,17 @@ to KFP inside an exit handler that reports and cleans up:
     train-and-serve      sync -> train tf  -> reap -> tensorboard -> serve (serve_model)
     train-and-serve-mpi  sync -> train mpi -> tensorboard
 
-Each pipeline parameter mirrors one step parameter and takes its type, default and help from
-the step's signature (steps/params.py), or the pipelines' shared default where a shared
-cluster needs another (steps/pipelines.py); only the wiring is written here."""
+Each pipeline parameter is a run input of steps/pipelines.py and takes its type, default and help
+from the step parameter it feeds first (steps/params.py), or the pipelines' shared default where a
+shared cluster needs another; the wiring (what each step is given, and from where) is
+steps/pipelines.py's too. Only KFP's own means are written here: the exit handler, the volumes,
+the serve condition, display names."""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from kfp import dsl
@@ -23,15 +25,28 @@ from volcano_pipelines.kfp.generate import kfp_default, kfp_type
 from volcano_pipelines.kfp.runtime import step_function
 from volcano_pipelines.kfp.specs import COMPONENTS, RUNTIME_IMAGE
 from volcano_pipelines.steps.params import Param, params
-from volcano_pipelines.steps.pipelines import PIPELINES, SYNC_DEADLINE_SECONDS, run_parameters, shared_defaults
+from volcano_pipelines.steps.pipelines import (
+    DATA_MOUNT,
+    JOB,
+    JOB_NAMESPACE,
+    PIPELINES,
+    SERVE_SWITCH,
+    SERVING_SUFFIX,
+    SYNC_DEADLINE_SECONDS,
+    TENSORBOARD_SUFFIX,
+    RunInput,
+    Wire,
+    run_inputs,
+    shared_defaults,
+    wiring,
+)
 
 __all__ = ["DATA_MOUNT", "KINDS", "PIPELINE_NAMES", "SERVING_SUFFIX", "TENSORBOARD_SUFFIX", "Input", "inputs_of",
            "pipeline_parameter", "steps_after_training", "train_and_serve"]
 
-# Where the sync step pod mounts the data PVC. Each dataset is staged into a directory of its
-# own, named after the model (<data_pvc>/<model_name>/), which is all the training pods mount:
-# two models on one PVC never see, overwrite or (sync_delete) remove each other's files.
-DATA_MOUNT = "/data"
+# DATA_MOUNT (the sync pod's data PVC mount) and the object names' suffixes are steps/pipelines.py's,
+# the same values for both front ends.
+
 # The KFP run id: one identity for every step of a run, so a retried step attaches to the job
 # its first attempt created instead of creating a second one.
 RUN_ID = dsl.PIPELINE_JOB_ID_PLACEHOLDER
@@ -52,107 +67,17 @@ _EMPTY: dict[str, Any] = {"str": "", "list": [], "dict": {}}
 _TYPES: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict}
 
 
-@dataclass(frozen=True)
-class Input:
-    """A pipeline parameter: the component parameters it feeds (the first one gives its
-    type, default and help), a help text of its own where the step's would mislead, and
-    `required` where the pipeline needs a value the step can do without."""
-
-    name: str
-    feeds: tuple[tuple[str, str], ...]
-    help: str = ""
-    required: bool = False
-    switch: bool = False  # a pipeline-only on/off (bool, default true) that feeds no step parameter
-    default: Any = None  # the pipeline's default where the step's is None (a number KFP cannot leave unset)
-
-
-_SHAPE = {"train_tf": ("workers", "ps", "args"), "train_mpi": ("workers", "slots_per_worker", "command", "mpiexec_args")}
-
-
-# What a pipeline names the objects the lifecycle steps create: the model name plus a suffix
-# (the training job is named like the model; Volcano gives it a Service of that name too).
-TENSORBOARD_SUFFIX = "-tensorboard"
-SERVING_SUFFIX = "-serving"
+# A run parameter (steps/pipelines.py declares each pipeline's, for both front ends).
+Input = RunInput
+# Help a run form shows only in KFP: where KFP mounts the keytab Secret (platform.py).
+_KFP_HELP = {"kerberos_keytab": f"keytab file in the sync step pod: {platform.KERBEROS_MOUNT}/<key> when the pipeline is "
+                                "compiled with StepPod(kerberos_secret=...) (docs/kfp.md)"}
 _AFTER = {kind: shape.after for kind, shape in PIPELINES.items()}
 
 
-def _lifecycle_inputs(kind: str) -> tuple[Input, ...]:
-    steps = _AFTER[kind]
-    board = (
-        Input("tensorboard_logdir", (("tensorboard", "logdir"),),
-              "sub-path of the log PVC that TensorBoard reads (default: the PVC's root)"),
-        Input("tensorboard_service_type", (("tensorboard", "service_type"),)),
-        Input("tensorboard_ingress_path", (("tensorboard", "ingress_path"),)),
-        Input("tensorboard_image", (("tensorboard", "image"),)),
-        Input("tensorboard_timeout", (("tensorboard", "timeout"),)),
-        # Where TensorBoard runs: its log PVC may be reachable only from some nodes (a node-local
-        # volume, a storage pool behind a taint), which the training pods' placement does not cover.
-        Input("tensorboard_node_selector", (("tensorboard", "node_selector"),)),
-        Input("tensorboard_tolerations", (("tensorboard", "tolerations"),)),
-        Input("tensorboard_labels", (("tensorboard", "labels"),)),
-    )
-    reap = (Input("reap_grace", (("reap", "grace"),)),) if "reap" in steps else ()
-    serve = (
-        Input("serve_model", (), "serve the exported model with TF Serving after training (false: skip the serve step)",
-              switch=True),
-        Input("serving_model_path", (("serve", "model_path"),),
-              "the model's base path on the log PVC, holding numbered versions (default: export/<model_name>)"),
-        Input("serving_image", (("serve", "image"),)),
-        Input("serving_replicas", (("serve", "replicas"),)),
-        Input("serving_cpu", (("serve", "cpu"),)),
-        Input("serving_memory", (("serve", "memory"),)),
-        Input("serving_version_policy", (("serve", "version_policy"),)),
-        Input("serving_smoke_payload", (("serve", "smoke_payload"),)),
-        Input("serving_timeout", (("serve", "timeout"),)),
-        Input("serving_labels", (("serve", "labels"),)),
-    ) if "serve" in steps else ()
-    return reap + board + serve
-
-
-def _train_inputs(train: str, after: tuple[str, ...]) -> tuple[Input, ...]:
-    log_pvc = {"tensorboard": ("tensorboard", "log_pvc"), "serve": ("serve", "pvc")}
-    return (
-        Input("model_name", ((train, "name"),),
-              "name of the model; the training job is named after it (DNS label; pods are <name>-<task>-<index>)"),
-        Input("dataset_url", (("sync", "src"),),
-              "the dataset: hdfs://, viewfs://, webhdfs://, file:// or any fsspec URL"),
-        Input("data_pvc", ((train, "data_pvc"),),
-              "PVC the dataset is staged into, in its directory <model_name>/; the training pods mount that "
-              "directory (read-only) at data_dir"),
-        Input("image", ((train, "image"),)),
-        Input("timeout", ((train, "timeout"),),
-              "seconds the training job may take from submission; then it is aborted and the run fails "
-              "(a gang that never fits would otherwise keep the run, and every later scheduled run, waiting)",
-              default=TRAIN_TIMEOUT),
-        *(Input(name, ((train, name),)) for name in _SHAPE[train] + run_parameters()),
-        Input("log_pvc", ((train, "log_pvc"), *(log_pvc[step] for step in after if step in log_pvc)),
-              "PVC for logs, checkpoints and the exported model (every training task); TensorBoard reads it"
-              + (", TF Serving serves <log_pvc>/export/<model_name>/" if "serve" in after else "")),
-        Input("namespace", ((train, "namespace"), ("finish_run", "namespace")),
-              "namespace of the training job (empty: the namespace the pipeline runs in)"),
-        Input("kubeconfig", ((train, "kubeconfig"), ("finish_run", "kubeconfig"), *((step, "kubeconfig") for step in after)),
-              "kubeconfig file in the step pod; empty: the step pod's in-cluster identity (the normal case)"),
-        Input("sync_include", (("sync", "include"),), "sync only files matching these globs ('**' crosses directories)"),
-        Input("sync_exclude", (("sync", "exclude"),), "skip files matching these globs"),
-        Input("sync_delete", (("sync", "delete"),), "remove staged files that are no longer in the dataset"),
-        Input("sync_checksum", (("sync", "checksum"),), "compare and verify by content hash, not size + mtime"),
-        Input("sync_transfers", (("sync", "transfers"),), "parallel file transfers"),
-        Input("sync_workers", (("sync", "workers"),),
-              "copy pods: 1, the sync step copies; more, the step plans once and a Volcano Job of that many copy pods "
-              "copies, each mounting the data PVC (docs/sync.md)"),
-        Input("sync_queue", (("sync", "queue"),), "Volcano queue of the copy pods (sync_workers above 1)"),
-        Input("hdfs_user", (("sync", "user"),), "HDFS simple-auth user (empty: $HADOOP_USER_NAME or the pod's user)"),
-        Input("kerberos_principal", (("sync", "kerberos_principal"),),
-              "Kerberos principal of the sync step (with kerberos_keytab; empty: no Kerberos)"),
-        Input("kerberos_keytab", (("sync", "kerberos_keytab"),),
-              f"keytab file in the sync step pod: {platform.KERBEROS_MOUNT}/<key> when the pipeline is compiled with "
-              "StepPod(kerberos_secret=...) (docs/kfp.md)"),
-        Input("on_failure", (("finish_run", "on_failure"),)),
-    )
-
-
 def inputs_of(kind: str) -> tuple[Input, ...]:
-    return _train_inputs("train_tf" if kind == "tf" else "train_mpi", _AFTER[kind]) + _lifecycle_inputs(kind)
+    return tuple(replace(item, help=_KFP_HELP[item.name]) if item.name in _KFP_HELP else item
+                 for item in run_inputs(kind))
 
 
 def steps_after_training(kind: str) -> tuple[str, ...]:
@@ -160,8 +85,12 @@ def steps_after_training(kind: str) -> tuple[str, ...]:
     return _AFTER[kind]
 
 
+def _step_params(component: str) -> dict[str, Param]:
+    return {p.name: p for p in params(step_function(COMPONENTS[component].step))}
+
+
 def _step_param(component: str, name: str) -> Param:
-    found = {p.name: p for p in params(step_function(COMPONENTS[component].step))}
+    found = _step_params(component)
     if name not in found:
         raise KeyError(f"{COMPONENTS[component].step} has no parameter {name!r}")
     return found[name]
@@ -206,60 +135,71 @@ def _feeding(inputs: tuple[Input, ...], values: Mapping[str, Any], component: st
     return {param: values[item.name] for item in inputs for target, param in item.feeds if target == component}
 
 
+def _wired(wire: Wire, values: Mapping[str, Any], outputs: Mapping[str, Any], data_mount: str) -> Any:
+    """A wired argument's value: a run input as it is (a channel), or an f-string of it (KFP
+    fills it in at run time: a placeholder in the IR), or what train reports about its job."""
+    value = outputs[wire.source] if wire.source in outputs else values[wire.source]
+    if wire.under_data_mount:
+        return f"{data_mount}/{value}"
+    return f"{value}{wire.suffix}" if wire.suffix else value
+
+
+# What each step's task is called in the KFP UI.
+_DISPLAY = {"sync": "sync dataset", "reap": "reap parameter servers", "tensorboard": "tensorboard",
+            "serve": "serve the model"}
+
+
 def _body(kind: str, inputs: tuple[Input, ...], values: Mapping[str, Any], data_mount: str,
           step_pod: platform.StepPod, fixed: Mapping[str, Any], retries: int, tensorboard_ttl: float | None,
           built: Mapping[str, Any]) -> None:
-    train_name = "train_tf" if kind == "tf" else "train_mpi"
+    train_name = PIPELINES[kind].train
     finish = built["finish_run"](run_id=RUN_ID, **_feeding(inputs, values, "finish_run"))
     finish.set_display_name("report and clean up")
     # Both steps that save a post-mortem record also keep it on the run's log PVC (steps/pipelines.py).
     platform.mount_logs(finish, values["log_pvc"])
     tasks = [finish]
     with dsl.ExitHandler(finish, name=PIPELINE_NAMES[kind]):
-        # An f-string of a pipeline parameter: KFP fills it in at run time (a placeholder in the IR).
-        staged = built["sync"](dst=f"{data_mount}/{values['model_name']}", run_id=RUN_ID,
-                               **_feeding(inputs, values, "sync"))
-        staged.set_display_name("sync dataset")
-        platform.mount_data(staged, values["data_pvc"], data_mount)
-        # With sync_workers above 1 the step finds the data PVC (and the Kerberos / Hadoop volumes) for
-        # its copy pods on its own pod, which it reads by name.
-        platform.name_the_pod(staged)
-        # Bounded: a volume that never attaches or a NameNode that never answers ends the run
-        # (SIGTERM at the deadline; the exit handler then runs) instead of stalling it.
-        platform.set_deadline(staged, SYNC_DEADLINE_SECONDS)
-        platform.mount_sync_config(staged, step_pod)
-        train = built[train_name](run_id=RUN_ID, data_subpath=values["model_name"], **fixed,
-                                  **_feeding(inputs, values, train_name))
-        train.set_display_name(f"train ({kind})")
-        platform.mount_logs(train, values["log_pvc"])
-        train.after(staged)
-        tasks += [staged, train]
-        # The lifecycle steps act on the job train created: its name and namespace come from
-        # train's outputs (the namespace train resolved, also when the parameter was empty).
-        job, namespace = train.outputs["job_name"], train.outputs["job_namespace"]
-        previous = train
-        for step in _AFTER[kind]:
-            wired: dict[str, Any] = {"namespace": namespace}
-            if step == "reap":
-                wired["job"] = job
-                display = "reap parameter servers"
-            elif step == "tensorboard":
-                wired.update(name=f"{values['model_name']}{TENSORBOARD_SUFFIX}", run_id=RUN_ID)
-                # Tied to the training job (deleted with it), or living for a TTL (the reap sweeper ends it).
-                wired.update({"job": job} if tensorboard_ttl is None else {"ttl": float(tensorboard_ttl)})
-                display = "tensorboard"
+        outputs: dict[str, Any] = {}
+        previous = None
+        for step in wiring(kind):
+            component = train_name if step.step == "train" else step.step
+            arguments: dict[str, Any] = {}
+            for wire in step.wired:
+                if step.step == "sync" and wire.param == "data_pvc":
+                    continue  # not a parameter of the step: the PVC its pod mounts (below)
+                if step.step == "tensorboard" and wire.param == "job" and tensorboard_ttl is not None:
+                    # Living for a TTL (the reap sweeper ends it) instead of tied to the training job.
+                    arguments["ttl"] = float(tensorboard_ttl)
+                    continue
+                arguments[wire.param] = _wired(wire, values, outputs, data_mount)
+            # The KFP run id: every step that takes one (a retried step attaches to what it started).
+            if "run_id" in _step_params(component):
+                arguments["run_id"] = RUN_ID
+            if step.step == "train":
+                arguments.update(fixed)
+            arguments.update(_feeding(inputs, values, component))
+            if step.step == "serve":
+                with dsl.If(values[SERVE_SWITCH.name] == True, name=SERVE_SWITCH.name):  # noqa: E712 - a condition
+                    task = built[component](**arguments)
             else:
-                wired.update(name=f"{values['model_name']}{SERVING_SUFFIX}", model_name=values["model_name"],
-                             run_id=RUN_ID)
-                display = "serve the model"
-            arguments = {**wired, **_feeding(inputs, values, step)}
-            if step == "serve":
-                with dsl.If(values["serve_model"] == True, name="serve_model"):  # noqa: E712 - a pipeline condition
-                    task = built[step](**arguments)
-            else:
-                task = built[step](**arguments)
-            task.set_display_name(display)
-            task.after(previous)
+                task = built[component](**arguments)
+            task.set_display_name(f"train ({kind})" if step.step == "train" else _DISPLAY[step.step])
+            if step.step == "sync":
+                platform.mount_data(task, values["data_pvc"], data_mount)
+                # With sync_workers above 1 the step finds the data PVC (and the Kerberos / Hadoop volumes)
+                # for its copy pods on its own pod, which it reads by name.
+                platform.name_the_pod(task)
+                # Bounded: a volume that never attaches or a NameNode that never answers ends the run
+                # (SIGTERM at the deadline; the exit handler then runs) instead of stalling it.
+                platform.set_deadline(task, SYNC_DEADLINE_SECONDS)
+                platform.mount_sync_config(task, step_pod)
+            if step.step == "train":
+                platform.mount_logs(task, values["log_pvc"])
+                # The lifecycle steps act on the job train created: its name and namespace come from
+                # train's outputs (the namespace train resolved, also when the parameter was empty).
+                outputs = {JOB: task.outputs["job_name"], JOB_NAMESPACE: task.outputs["job_namespace"]}
+            if previous is not None:
+                task.after(previous)
             tasks.append(task)
             previous = task
         for task in tasks[1:]:

@@ -25,6 +25,7 @@ from volcano_pipelines.argo import templates
 from volcano_pipelines.argo.inputs import FIXED_BY_POD, output_names
 from volcano_pipelines.argo.outputs import output_files, termination_message
 from volcano_pipelines.steps.params import params
+from volcano_pipelines.steps.pipelines import LEFT_OUT, WIRING, shared_defaults
 from volcano_pipelines.steps.registry import ARGO, steps_for
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.errors import InputError
@@ -400,14 +401,17 @@ def test_lifecycle_workflow_parameters_carry_the_signature_defaults(prefix: str,
     the template's default (itself the signature's: the test above)."""
     declared = {p["name"]: p for p in load("train-and-serve.yaml")["spec"]["arguments"]["parameters"]}
     inputs = {p["name"]: p for p in template(load(f"{step}.yaml"))["inputs"]["parameters"]}
-    wired = next(w for name, _, w, _ in argo_pipelines.LIFECYCLE if name == step)
-    left_out = next(lo for name, _, _, lo in argo_pipelines.LIFECYCLE if name == step)
+    wiring = WIRING[step]
+    # Wired in both front ends (steps/pipelines.py) or by Argo alone (the Workflow owns TensorBoard).
+    not_offered = {w.param for w in wiring.wired} | wiring.left_out | LEFT_OUT
+    not_offered |= {name.replace("-", "_") for name in argo_pipelines.ARGO_WIRED.get(step, {})}
+    shared = shared_defaults(step)
     for name, param in inputs.items():
-        if name in wired or name in left_out or name in argo_pipelines.PIPELINE_LEFT_OUT:
+        if name.replace("-", "_") in not_offered:
             assert prefix + name not in declared, name
             continue
         given = declared[prefix + name]
-        expected = argo_pipelines.LIFECYCLE_DEFAULTS.get(prefix + name, param.get("default"))
+        expected = str(shared[name.replace("-", "_")]) if name.replace("-", "_") in shared else param.get("default")
         assert given.get("value") == expected, name
         assert given.get("description") == param.get("description"), name
 
