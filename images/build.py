@@ -110,7 +110,7 @@ class Engine:
         return self("image", "inspect", "--format", "{{.Id}}", image, capture=True).stdout.strip()
 
 
-def _hash_files(digest: "hashlib._Hash", paths: Iterable[Path], root: Path) -> None:
+def _hash_files(digest: hashlib._Hash, paths: Iterable[Path], root: Path) -> None:
     for path in sorted(paths):
         if path.is_file() and "__pycache__" not in path.parts:
             digest.update(f"{path.relative_to(root)}\0{path.stat().st_mode & 0o111}\0".encode())

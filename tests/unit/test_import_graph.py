@@ -87,7 +87,7 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
                                   "are in transfer/streams.py; only the two pools' wiring is here)"),
     "transfer/plan.py": (455, "the pure planning rules (the march of source against destination) with the "
                               "deletion bounds; candidates to split: the glob filter"),
-    "transfer/sources.py": (470, "HDFS (native and WebHDFS) and fsspec sources with their retry rules; WebHDFS data reads are already in transfer/webhdfs.py, to split: the listing from the open paths"),
+    "transfer/sources.py": (420, "HDFS (native and WebHDFS), fsspec and local sources (the retry rules are in transfer/retries.py, WebHDFS data reads in transfer/webhdfs.py); to split: the listing from the open paths"),
     "steps/_sync.py": (540, "the sync step's argument checks (and their help), result and report; to split: the result type"),
     "k8s/apps.py": (480, "Deployments, Services, scale, events and their watches for the lifecycle steps; "
                          "to split: the rollout watch"),

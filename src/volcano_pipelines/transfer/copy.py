@@ -25,11 +25,11 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, BinaryIO
+from typing import Any
 
 from volcano_pipelines.transfer.durability import FlushBehind
 
-__all__ = ["Abandoned", "DestinationError", "SourceChanged", "copy_stream", "keep_freed_memory", "hash_file", "hash_stream", "new_digest", "plan_ranges"]
+__all__ = ["Abandoned", "DestinationError", "SourceChanged", "copy_stream", "keep_freed_memory", "plan_ranges"]
 
 # A range read in parallel is at least this long: below it the extra stream's set-up (a
 # DataNode connection, a thread) costs more than it overlaps.
@@ -377,33 +377,3 @@ def _copy_sequential(
     if written != size:
         raise SourceChanged(f"read {written} bytes, listed size {size}")
     return written, reads
-
-
-def hash_stream(stream: BinaryIO, chunk: int) -> tuple[str, int]:
-    h = new_digest()
-    n = 0
-    while True:
-        buf = stream.read(chunk)
-        if not buf:
-            return h.hexdigest(), n
-        h.update(buf)
-        n += len(buf)
-
-
-def new_digest() -> Any:
-    import hashlib  # only with --checksum: OpenSSL's import is a few ms of every start
-
-    return hashlib.sha256()
-
-
-def hash_file(path: str, chunk: int) -> str:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        # Read what the file system has, not our own dirty pages.
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        with os.fdopen(fd, "rb", buffering=0) as f:
-            fd = -1
-            return hash_stream(f, chunk)[0]
-    finally:
-        if fd >= 0:
-            os.close(fd)

@@ -32,7 +32,8 @@ from volcano_pipelines.transfer.plan import (
 from volcano_pipelines.transfer.progress import Progress
 from volcano_pipelines.transfer.result import MAX_LISTED_FAILURES, DeletionRefused, SyncFailed, SyncInterrupted, SyncResult, tally
 from volcano_pipelines.transfer.shards import write_shards
-from volcano_pipelines.transfer.sources import Auth, SourceMissing, open_source, short_error
+from volcano_pipelines.transfer.retries import short_error
+from volcano_pipelines.transfer.sources import Auth, SourceMissing, open_source
 from volcano_pipelines.transfer.waiting import answering_signals
 from volcano_pipelines.transfer.urls import Location
 

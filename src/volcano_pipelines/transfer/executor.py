@@ -14,7 +14,8 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 
-from volcano_pipelines.transfer.copy import Abandoned, SourceChanged, copy_stream, hash_file, hash_stream, new_digest
+from volcano_pipelines.transfer.copy import Abandoned, SourceChanged, copy_stream
+from volcano_pipelines.transfer.digest import hash_file, hash_stream, new_digest
 from volcano_pipelines.transfer.copy import DestinationError, keep_freed_memory
 from volcano_pipelines.transfer.inflight import InFlight, LeftBehind, sigint_calls
 from volcano_pipelines.transfer.dest import (
@@ -37,7 +38,8 @@ from volcano_pipelines.transfer.plan import (
     temp_name,
     transfer_order,
 )
-from volcano_pipelines.transfer.sources import Source, is_transient, short_error
+from volcano_pipelines.transfer.retries import is_transient, short_error
+from volcano_pipelines.transfer.sources import Source
 from volcano_pipelines.transfer.waiting import GaveUp, answering_signals
 from volcano_pipelines.transfer.streams import StreamBudget, read_slots, split_workers
 

@@ -8,7 +8,7 @@ import pytest
 
 from volcano_pipelines.errors import ClusterError, InputError
 from volcano_pipelines.transfer.namenode_probe import check_namenodes
-from volcano_pipelines.transfer.sources import is_transient, short_error, with_retries
+from volcano_pipelines.transfer.retries import is_transient, short_error, with_retries
 from volcano_pipelines.transfer.urls import (
     Location,
     namenode_rpc_addresses,

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from volcano_pipelines.transfer import copy
-from volcano_pipelines.transfer.sources import is_transient
+from volcano_pipelines.transfer.retries import is_transient
 from volcano_pipelines.transfer.webhdfs import WebHdfsData, WebHdfsFile
 
 DATA = os.urandom(3 * (1 << 20) + 12345)
