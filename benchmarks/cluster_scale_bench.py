@@ -20,6 +20,7 @@ Measures for each job:
 
     python benchmarks/cluster_scale_bench.py [--ps 100] [--workers 1000] [--nodes 24]
         [--volcano-qps 50 --volcano-burst 100 --volcano-workers 3]   # Volcano's defaults
+        [--volcano-controller stock|patched]   # patched: tests/cluster/volcano_patch.py
 
 The control plane runs etcd as production clusters do (8 GiB quota, periodic compaction).
 Starts its own control plane (tests/cluster), so it needs the binaries built
@@ -45,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kubernetes import client
 
-from tests.cluster import behaviour, build
+from tests.cluster import behaviour, build, volcano_patch
 from tests.cluster.launcher import ControlPlane, NodeShape
 from volcano_pipelines.volcano.stalls import stall_from_annotations
 
@@ -365,16 +366,21 @@ def main() -> int:
     parser.add_argument("--volcano-qps", type=float, default=50.0, help="Volcano controller's --kube-api-qps")
     parser.add_argument("--volcano-burst", type=int, default=100, help="Volcano controller's --kube-api-burst")
     parser.add_argument("--volcano-workers", type=int, default=3, help="Volcano controller's --worker-threads")
+    parser.add_argument("--volcano-controller", choices=("stock", "patched"), default="stock",
+                        help="Volcano's controller-manager as released, or with tests/cluster/patches/' job-controller "
+                        "patch (requests without the pod merge in its queue: tests/cluster/volcano_patch.py)")
     args = parser.parse_args()
 
     bin_dir = build.build(log=lambda m: print(m, file=sys.stderr))
+    binaries = ({"vc-controller-manager": volcano_patch.build(log=lambda m: print(m, file=sys.stderr))}
+                if args.volcano_controller == "patched" else {})
     shape = NodeShape(count=args.nodes, cpu="64", memory="256Gi", gpus=0, pods=1000)
     volcano = (f"--kube-api-qps={args.volcano_qps}", f"--kube-api-burst={args.volcano_burst}",
                f"--worker-threads={args.volcano_workers}")
     with tempfile.TemporaryDirectory(prefix="vpipe-bench-") as tmp:
         started = time.monotonic()
-        with ControlPlane(state_dir=Path(tmp), bin_dir=bin_dir, nodes=shape, volcano_controller_args=volcano,
-                          log=lambda m: print(m, file=sys.stderr)) as plane:
+        with ControlPlane(state_dir=Path(tmp), bin_dir=bin_dir, binaries=binaries, nodes=shape,
+                          volcano_controller_args=volcano, log=lambda m: print(m, file=sys.stderr)) as plane:
             startup = time.monotonic() - started
             runs = []
             if args.small_workers:
@@ -384,7 +390,7 @@ def main() -> int:
             runs.append(run_job(plane, namespace, args.name, args.ps, args.workers, args.run_for, args.chief,
                                 run_id=run_id, stall=args.stall, timeout=args.step_timeout, on_stall=args.on_stall))
             after = after_training(plane, namespace, args.name, run_id, Path(tmp) / "state")
-    report = {"nodes": args.nodes, "volcano_controller": list(volcano),
+    report = {"nodes": args.nodes, "volcano_controller": list(volcano), "volcano_controller_build": args.volcano_controller,
               "control_plane_startup_seconds": round(startup, 1), "runs": runs, "after_training": after}
     print(json.dumps(report, indent=2))
     print(f"{'pods':>6} {'->all created s':>15} {'->all Running s':>15} {'->Completed s':>13} {'step s':>7} {'peak RSS MB':>11} "

@@ -95,7 +95,8 @@ def _sdist(log: Log) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
         log(f"downloading {SDIST} (PyPI)")
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+        # The sdist only: `:all:` would also build pip's metadata backend (maturin) from source.
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", "hdfs-native",
                         "-d", tmp, f"hdfs-native=={VERSION}"], check=True)
         got = Path(tmp) / SDIST
         if _sha256(got) != SDIST_SHA256:

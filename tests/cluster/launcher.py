@@ -179,6 +179,8 @@ class StartupError(RuntimeError):
 class ControlPlane:
     state_dir: Path
     bin_dir: Path
+    # Binaries from elsewhere than bin_dir, by name (the scale benchmark's patched Volcano controller).
+    binaries: dict[str, Path] = field(default_factory=dict)
     nodes: NodeShape = field(default_factory=NodeShape)
     # Extra flags for Volcano's controller (the scale benchmark raises its API rates).
     volcano_controller_args: tuple[str, ...] = ()
@@ -337,7 +339,7 @@ class ControlPlane:
         self.kubeconfig.write_text(yaml.safe_dump(config))
 
     def _bin(self, name: str) -> str:
-        return str(self.bin_dir / name)
+        return str(self.binaries.get(name, self.bin_dir / name))
 
     def _start_etcd(self) -> None:
         client = f"http://127.0.0.1:{self.ports['etcd']}"
