@@ -248,7 +248,7 @@ def test_a_local_log_dir_given_to_the_job_is_where_status_reads(
 
 def test_a_wrong_name_and_a_wrong_namespace_are_told_apart(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_code: Path) -> None:
-    from volcano_pipelines.backends.postmortem import write_record
+    from volcano_pipelines.postmortem.save import write_record
 
     write_record({"job": {"namespace": "team-a", "name": "mnist", "phase": "Failed"}, "pods": []},
                  tmp_path / "cluster-records")
@@ -320,7 +320,7 @@ def test_a_flag_not_given_is_named_missing_on_the_command_line(capsys: pytest.Ca
                         "--kubeconfig", str(kubeconfig))
     assert code == 2 and err.startswith("vpipe: error: missing --dest-pvc: the PersistentVolumeClaim"), err
     assert "None" not in err and not (tmp_path / "dst").exists()
-    from volcano_pipelines.backends.postmortem import write_record
+    from volcano_pipelines.postmortem.save import write_record
 
     for namespace in ("a", "b"):
         write_record({"job": {"namespace": namespace, "name": "m", "phase": "Failed"}, "pods": []}, tmp_path / "pm")

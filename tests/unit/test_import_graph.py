@@ -1,6 +1,7 @@
 """The layering the design promises, read from the source: front ends (cli, kfp, argo) ->
-steps -> pure builders (volcano, kube) and backends -> the k8s client. A module may import
-only from the layers its package is allowed to see; no front end imports another."""
+steps -> pure builders (volcano, kube) and backends -> the post-mortem record (postmortem) ->
+the k8s client. A module may import only from the layers its package is allowed to see; no
+front end imports another."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ ALLOWED: dict[str, set[str]] = {
     # Front ends side by side: argo reads how `vpipe` spells a parameter from steps/spelling.py,
     # never from the CLI's parser.
     "argo": {"steps", "kube"},
-    "steps": {"volcano", "kube", "backends", "transfer", "k8s", "lifecycle"},
-    "backends": {"volcano", "kube", "k8s", "local"},
+    "steps": {"volcano", "kube", "backends", "transfer", "k8s", "lifecycle", "postmortem"},
+    # postmortem: the cluster backend saves a job's record, the local backend builds its own.
+    "backends": {"volcano", "kube", "k8s", "local", "postmortem"},
     "local": {"volcano", "kube"},
     "k8s": {"kube"},  # pure readers of the objects it watches (Deployment rollouts)
     "volcano": {"kube"},
@@ -35,10 +37,17 @@ ALLOWED: dict[str, set[str]] = {
     # lifecycle: pure rules; only its sweeper (MODULE_ALLOWED) reaches the cluster.
     "lifecycle": {"kube", "volcano"},
     "transfer": set(),
+    # postmortem: the record and its Markdown are pure (record.py, markdown.py: the volcano
+    # status readers); only its cluster reads and its saving (MODULE_ALLOWED) reach the cluster.
+    "postmortem": {"volcano"},
 }
 # Single modules allowed more than their package (the package's other modules stay pure).
 MODULE_ALLOWED: dict[str, set[str]] = {
     "lifecycle/sweep.py": {"k8s"},  # the reap sweeper: watches and acts through the k8s client
+    # The post-mortem's I/O: the bounded reads behind a record (the job, its pods, events, logs)
+    # and save_post_mortem, which runs them (the client's Cluster, the pod reads' MissingInfo).
+    "postmortem/reads.py": {"k8s"},
+    "postmortem/save.py": {"k8s"},
 }
 
 
@@ -98,7 +107,7 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
                               "to split: the TF Serving status client"),
     "backends/local.py": (420, "the local backend's protocol side: submit/attach, sessions, and now the progress "
                                "annotations and the post-mortem record over the runner's pods; to split: the "
-                               "post-mortem collection (into backends/postmortem.py)"),
+                               "post-mortem collection (into the postmortem package)"),
     "steps/_waiting.py": (420, "the wait policy written once against the backend protocol: its loop, the gang "
                                 "hints, the controller-stuck note (watched, and in one look for vpipe status), the "
                                 "timeout and --on-stall actions (abort with the record first, restart) and the "

@@ -16,13 +16,6 @@ Pod = dict[str, Any]
 # What stopping a step does to its job: delete it, abort it (kept as Aborted), or keep it running.
 OnCancel = Literal["delete", "abort", "keep"]
 ON_CANCEL_CHOICES: tuple[str, ...] = get_args(OnCancel)
-# Where a step saves its post-mortem records when set (backends/postmortem.py); a pipeline
-# points it at an output (kfp/runtime.py: the component's post_mortem artifact).
-POST_MORTEM_DIR_ENV = "VPIPE_POST_MORTEM_DIR"
-# A second place for the same records, set by the pipelines on the step pods that mount the
-# run's log PVC (steps/pipelines.py POST_MORTEM_VOLUME_DIR): the record is kept next to the
-# run's logs too. A copy that cannot be written there is a note, never a failed step.
-POST_MORTEM_VOLUME_DIR_ENV = "VPIPE_POST_MORTEM_VOLUME_DIR"
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,13 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from volcano_pipelines.backends import postmortem
 from volcano_pipelines.backends.base import Job, Pod, Scheduling
 from volcano_pipelines.k8s import pods as k8s_pods
 from volcano_pipelines.k8s import volcano as k8s_volcano
 from volcano_pipelines.k8s.client import Cluster
 from volcano_pipelines.k8s.errors import Forbidden, NotFound
 from volcano_pipelines.labels import POD_NAME_ENV
+from volcano_pipelines.postmortem.save import save_post_mortem
 from volcano_pipelines.volcano.completion import newest_warning
 from volcano_pipelines.volcano.refusals import ended_before_start
 from volcano_pipelines.volcano.status import (
@@ -148,13 +148,13 @@ class ClusterSession:
 
     def post_mortem(self, restarts: list[dict[str, Any]], stalled: dict[str, Any] | None = None,
                     cancelled: str | None = None) -> dict[str, Any]:
-        """Save the job's post-mortem record (backends/postmortem.py), with the pods the watch
+        """Save the job's post-mortem record (postmortem/save.py), with the pods the watch
         saw that are gone by now and the log lines it read from them while they existed."""
-        return postmortem.save_post_mortem(self.cluster, self.namespace, self.name, seen_pods=self._watcher.seen_pods(),
-                                           deleted=self._watcher.deleted_uids(), restarts=restarts,
-                                           kept_logs=self._watcher.kept_logs(), lost_logs=self._watcher.lost_logs(),
-                                           missing=self._missing, stalled=stalled,
-                                           cancelled=cancelled)
+        return save_post_mortem(self.cluster, self.namespace, self.name, seen_pods=self._watcher.seen_pods(),
+                                deleted=self._watcher.deleted_uids(), restarts=restarts,
+                                kept_logs=self._watcher.kept_logs(), lost_logs=self._watcher.lost_logs(),
+                                missing=self._missing, stalled=stalled,
+                                cancelled=cancelled)
 
     def why_no_pods(self) -> str:
         """Why Volcano ended the job before any pod ran: its queue, its state message, the

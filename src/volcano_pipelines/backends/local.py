@@ -341,8 +341,8 @@ class LocalSession:
                     cancelled: str | None = None) -> dict[str, Any]:
         """The same record as on a cluster, from this backend's own pods (every attempt) and
         log files, saved under <log_dir>/post-mortem/."""
-        from volcano_pipelines.backends.postmortem import now_rfc3339, write_record
-        from volcano_pipelines.volcano.postmortem import Limits, build_record
+        from volcano_pipelines.postmortem.record import Limits, build_record
+        from volcano_pipelines.postmortem.save import now_rfc3339, write_record
 
         runner = self._runner
         limits = Limits()

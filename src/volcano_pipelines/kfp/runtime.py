@@ -139,7 +139,7 @@ def _progress(fn: Callable[..., Any]) -> Any:
 
 
 def _post_mortem_into(artifact: Any) -> None:
-    """Point the step's post-mortem records (backends/postmortem.py) at the output artifact, a
+    """Point the step's post-mortem records (postmortem/save.py) at the output artifact, a
     directory KFP uploads as it is: the records outlive the step pod."""
     from volcano_pipelines.steps import POST_MORTEM_DIR_ENV
 

@@ -141,7 +141,7 @@ def _post_mortem(saved: Mapping[str, Any] | None) -> list[str]:
         return ["", "### Post-mortem", "", _cell(saved["error"])]
     lines = ["", "### Post-mortem", "", f"Saved as `{_cell(saved.get('json'))}` ({saved.get('bytes')} bytes, "
              f"{saved.get('pods')} pods) and `{_cell(saved.get('markdown'))}`."]
-    for copy in saved.get("copies") or []:  # the pipeline's log volume (backends/postmortem.py)
+    for copy in saved.get("copies") or []:  # the pipeline's log volume (postmortem/save.py)
         lines += ["", f"Copied to `{_cell(copy.get('json'))}` and `{_cell(copy.get('markdown'))}`."]
     summary = str(saved.get("summary") or "")
     if summary:

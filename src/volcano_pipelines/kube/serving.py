@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from volcano_pipelines.kube import objects, pods
+from volcano_pipelines.kube import objects, podspec
 from volcano_pipelines.kube.rollout import stamp_template
 
 __all__ = [
@@ -61,7 +61,7 @@ class ServingSpec:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: Sequence[Mapping[str, Any]] = ()
     progress_deadline_seconds: int = 600
-    istio_sidecar: bool = False  # False: the pods opt out of sidecar injection (kube/pods.mesh_opt_out)
+    istio_sidecar: bool = False  # False: the pods opt out of sidecar injection (kube/podspec.mesh_opt_out)
     # A new pod counts as available only after being ready this long: a server that starts
     # and then dies (bad flags, out of memory) fails the rollout instead of completing it.
     min_ready_seconds: int = 10
@@ -124,22 +124,22 @@ def build_serving(spec: ServingSpec, deployment_owner: Mapping[str, Any] | None 
         mounts.append({"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True})
         volumes.append({"name": "config", "configMap": {"name": name}})
         out.append(objects.config_map({**child_meta, "name": name}, {"models.config": config}))
-    container = pods.container(
+    container = podspec.container(
         name="tf-serving",
         image=spec.image or default_image(spec.gpus),
         command=["tensorflow_model_server"],
         args=args,
-        resources=pods.resources(spec.cpu, spec.memory, spec.gpus),
+        resources=podspec.resources(spec.cpu, spec.memory, spec.gpus),
         mounts=mounts,
         ports=[{"name": "grpc", "containerPort": GRPC_PORT}, {"name": "http", "containerPort": REST_PORT}],
         # Answers once the model is known to the server; the step itself waits for AVAILABLE.
         readiness_probe={"httpGet": {"path": f"/v1/models/{spec.model_name}", "port": REST_PORT}, "periodSeconds": 5},
         pull_always=bool(spec.image_pull_secrets),
     )
-    pod = pods.pod_spec([container], volumes=volumes, image_pull_secrets=spec.image_pull_secrets,
+    pod = podspec.pod_spec([container], volumes=volumes, image_pull_secrets=spec.image_pull_secrets,
                         node_selector=spec.node_selector, tolerations=spec.tolerations)
     meta = objects.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels)
-    mesh = pods.mesh_opt_out(spec.istio_sidecar)
+    mesh = podspec.mesh_opt_out(spec.istio_sidecar)
     deployment = objects.deployment(meta, pod, selector=selector(spec.name), replicas=spec.replicas,
                                     pod_labels={**mesh, **labels}, pod_annotations=mesh)
     deployment["spec"]["progressDeadlineSeconds"] = spec.progress_deadline_seconds
@@ -158,7 +158,7 @@ def build_inference_service(spec: ServingSpec) -> dict[str, Any]:
     predictor: dict[str, Any] = {
         "storageUri": f"pvc://{spec.pvc}/{spec.model_path.strip('/')}",
         "runtimeVersion": f"{TF_SERVING_VERSION}{'-gpu' if spec.gpus else ''}",
-        "resources": pods.resources(spec.cpu, spec.memory, spec.gpus),
+        "resources": podspec.resources(spec.cpu, spec.memory, spec.gpus),
     }
     meta = objects.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id,
                             labels={**spec.labels, **selector(spec.name)})

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from volcano_pipelines.kube import objects, pods
+from volcano_pipelines.kube import objects, podspec
 from volcano_pipelines.labels import EXPIRES_ANNOTATION
 from volcano_pipelines.kube.rollout import stamp_template
 
@@ -43,7 +43,7 @@ class TensorboardSpec:
     expires_at: str | None = None  # RFC 3339: the reap sweeper deletes it after this time
     # ownerReferences of the Deployment (the run's Workflow, the training job): deleted once all are gone
     owners: Sequence[Mapping[str, Any]] = ()
-    istio_sidecar: bool = False  # False: the pod opts out of sidecar injection (kube/pods.mesh_opt_out)
+    istio_sidecar: bool = False  # False: the pod opts out of sidecar injection (kube/podspec.mesh_opt_out)
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: Sequence[Mapping[str, Any]] = ()
 
@@ -64,18 +64,18 @@ def build_tensorboard(spec: TensorboardSpec, deployment_owner: Mapping[str, Any]
     mount: dict[str, Any] = {"name": "logs", "mountPath": LOG_MOUNT, "readOnly": True}
     if spec.logdir.strip("/"):
         mount["subPath"] = spec.logdir.strip("/")
-    container = pods.container(
+    container = podspec.container(
         name="tensorboard",
         image=spec.image,
         command=["tensorboard"],
         args=args,
-        resources=pods.resources(spec.cpu, spec.memory),
+        resources=podspec.resources(spec.cpu, spec.memory),
         mounts=[mount],
         ports=[{"name": "http", "containerPort": TENSORBOARD_PORT}],
         readiness_probe={"httpGet": {"path": f"{prefix}/", "port": TENSORBOARD_PORT}, "periodSeconds": 5},
         pull_always=bool(spec.image_pull_secrets),
     )
-    pod = pods.pod_spec(
+    pod = podspec.pod_spec(
         [container],
         volumes=[{"name": "logs", "persistentVolumeClaim": {"claimName": spec.log_pvc, "readOnly": True}}],
         image_pull_secrets=spec.image_pull_secrets,
@@ -84,7 +84,7 @@ def build_tensorboard(spec: TensorboardSpec, deployment_owner: Mapping[str, Any]
     )
     meta = objects.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels,
                             annotations=annotations, owners=list(spec.owners))
-    mesh = pods.mesh_opt_out(spec.istio_sidecar)
+    mesh = podspec.mesh_opt_out(spec.istio_sidecar)
     deployment = objects.deployment(meta, pod, selector=selector(spec.name), pod_labels={**mesh, **labels},
                                     pod_annotations=mesh)
     deployment = stamp_template(deployment)

@@ -104,7 +104,7 @@ class RunReport:
     outcome: str = "succeeded"  # succeeded | failed | unknown (decide())
     rule: str = ""  # which rule decided the outcome (decide())
     # The job's post-mortem record, saved before the cleanup when the run did not succeed
-    # (backends/postmortem.py save_post_mortem: where, how big, a short summary).
+    # (postmortem/save.py save_post_mortem: where, how big, a short summary).
     post_mortem: dict[str, Any] | None = None
     tensorboard: dict[str, Any] | None = None  # the run's TensorBoard {name, url, urls}, when it started one
     # The run's sync copy job (`sync` with workers above 1): {name, namespace, phase, cleanup}, or
@@ -158,9 +158,9 @@ def finish_run(
         log_lines: last log lines of a failed pod to report
     """
     check_types(finish_run, locals())
-    from volcano_pipelines.backends.postmortem import save_post_mortem
     from volcano_pipelines.k8s import volcano as k8s_volcano
     from volcano_pipelines.k8s.client import connect
+    from volcano_pipelines.postmortem.save import save_post_mortem
     from volcano_pipelines.steps._train import status
     from volcano_pipelines.backends.base import ON_CANCEL_CHOICES
 

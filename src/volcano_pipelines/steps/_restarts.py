@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from volcano_pipelines.backends.base import POST_MORTEM_DIR_ENV, Job, JobSession, Pod
+from volcano_pipelines.backends.base import Job, JobSession, Pod
+from volcano_pipelines.postmortem import POST_MORTEM_DIR_ENV
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.status import FAILED_PHASES, PodEnd, job_status, pod_end, restart_cause
@@ -174,7 +175,7 @@ def saved_result(namespace: str, name: str, directory: str | os.PathLike[str] | 
     """`vpipe status --post-mortem`: the job as its saved post-mortem record under `directory`
     (default_directory() when None) tells it (the job itself may be gone); phase NotFound when
     there is no record."""
-    from volcano_pipelines.backends.postmortem import default_directory, load_post_mortem, record_paths
+    from volcano_pipelines.postmortem.save import default_directory, load_post_mortem, record_paths
 
     loaded = load_post_mortem(namespace, name, directory)
     if loaded is None:

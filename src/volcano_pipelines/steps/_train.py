@@ -241,7 +241,7 @@ def _record_places(local_dir: str | None, local_log_dir: str | None) -> list[Pat
     backend's under ./vpipe-local (where `vpipe train --backend local` keeps them by default).
     The local backend saves a record under <log_dir>/post-mortem, its log_dir being
     local_log_dir, else <local_dir>/logs (backends/local.py)."""
-    from volcano_pipelines.backends.postmortem import default_directory
+    from volcano_pipelines.postmortem.save import default_directory
 
     if local_dir is None and local_log_dir is None:
         return [default_directory(), Path(LOCAL_DIR, "logs", "post-mortem").absolute()]
@@ -254,7 +254,7 @@ def _saved_record(name: str, namespace: str | None, kubeconfig: str | None, cont
     """Job `name` as its saved post-mortem record tells it: the first of `places` that holds
     it. Without a record, phase NotFound with a message that tells a wrong namespace (the job
     has records in another) from a wrong name (no job of that name has one)."""
-    from volcano_pipelines.backends.postmortem import namespaces_with_record, record_paths
+    from volcano_pipelines.postmortem.save import namespaces_with_record, record_paths
     from volcano_pipelines.steps._restarts import saved_result
 
     found = sorted({ns for place in places for ns in namespaces_with_record(name, place)})

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from volcano_pipelines.backends.base import POST_MORTEM_VOLUME_DIR_ENV
+from volcano_pipelines.postmortem import POST_MORTEM_VOLUME_DIR_ENV
 from volcano_pipelines.steps._job_params import ALL_GROUPS, Run
 from volcano_pipelines.steps.params import declared
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from volcano_pipelines.kube import pods as kube_pods
+from volcano_pipelines.kube import podspec
 from volcano_pipelines.kube.validate import owner_reference
 from volcano_pipelines.labels import identity_labels
 from volcano_pipelines.volcano.entrypoint import CODE_DIR
@@ -67,7 +67,7 @@ def volumes_and_mounts(
 
 
 def container_resources(role: Role) -> dict[str, dict[str, str]]:
-    return kube_pods.resources(role.resources.cpu, role.resources.memory, role.resources.gpu)
+    return podspec.resources(role.resources.cpu, role.resources.memory, role.resources.gpu)
 
 
 def pod_template(
@@ -84,18 +84,18 @@ def pod_template(
     mounts: Sequence[Mapping[str, Any]],
     ports: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    container = kube_pods.container(
+    container = podspec.container(
         name=container_name,
         image=image,
         command=command,
         args=args,
-        env=[*env, *kube_pods.env_list(role.env)],
+        env=[*env, *podspec.env_list(role.env)],
         resources=container_resources(role),
         mounts=mounts,
         ports=ports,
         pull_always=bool(job.image_pull_secrets),
     )
-    spec = kube_pods.pod_spec(
+    spec = podspec.pod_spec(
         [container],
         volumes=volumes,
         # Failures must reach Volcano's policies (bounded by maxRetry), not be hidden by kubelet restarts.
@@ -109,11 +109,11 @@ def pod_template(
     if job.deadline is not None:
         spec["activeDeadlineSeconds"] = job.deadline
     if job.pod_security == "restricted":
-        spec["securityContext"] = dict(kube_pods.RESTRICTED_POD)
+        spec["securityContext"] = dict(podspec.RESTRICTED_POD)
         for each in spec["containers"] + spec.get("initContainers", []):
-            each["securityContext"] = dict(kube_pods.RESTRICTED_CONTAINER)
+            each["securityContext"] = dict(podspec.RESTRICTED_CONTAINER)
     # The mesh opt-out first: a label or annotation of the user's own overrides it.
-    mesh = kube_pods.mesh_opt_out(job.istio_sidecar)
+    mesh = podspec.mesh_opt_out(job.istio_sidecar)
     metadata: dict[str, Any] = {"labels": {**mesh, **(job.labels or {}), **role.labels, **identity_labels(step, job.run_id)}}
     if role.annotations or mesh:
         metadata["annotations"] = {**mesh, **role.annotations}

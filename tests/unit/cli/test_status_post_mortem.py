@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.kubeconfigs import TEAM_CONTEXTS
-from volcano_pipelines.backends.postmortem import DIR_ENV, namespaces_with_record, write_record
 from volcano_pipelines.cli import main
+from volcano_pipelines.postmortem.save import DIR_ENV, namespaces_with_record, write_record
 
 
 def _record(namespace: str, name: str, phase: str) -> dict[str, object]:

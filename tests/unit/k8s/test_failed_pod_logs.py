@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from volcano_pipelines.backends import postmortem
 from volcano_pipelines.k8s.pods import DEFAULT_CONTAINER_ANNOTATION, FailedPodWatcher, MissingInfo, default_container
-from volcano_pipelines.k8s.postmortem import Collected
+from volcano_pipelines.postmortem import save
+from volcano_pipelines.postmortem.reads import Collected
 
 
 def pod(uid: str, phase: str, containers: tuple[str, ...] = ("tensorflow",), annotation: str | None = None,
@@ -78,7 +78,7 @@ def _restarted_job(monkeypatch: pytest.MonkeyPatch) -> None:
            "spec": {"tasks": [{"name": "chief"}], "maxRetry": 3},
            "status": {"state": {"phase": "Running"}, "retryCount": 1}}
     first, second = pod("u1", "Failed"), pod("u2", "Running")
-    monkeypatch.setattr(postmortem.collect, "read_state",
+    monkeypatch.setattr(save.collect, "read_state",
                         lambda *a, **k: Collected(job=job, pods=[second, first], deleted=["u1"]))
 
 
@@ -86,8 +86,8 @@ def test_the_post_mortem_shows_a_deleted_pods_kept_log_and_its_successors_own(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _restarted_job(monkeypatch)
     # Read now, by name: the pod that exists now (the successor).
-    monkeypatch.setattr(postmortem.collect, "read_logs", lambda *a, **k: {"rsa-chief-0": {"tensorflow": "step 50\n"}})
-    saved = postmortem.save_post_mortem(
+    monkeypatch.setattr(save.collect, "read_logs", lambda *a, **k: {"rsa-chief-0": {"tensorflow": "step 50\n"}})
+    saved = save.save_post_mortem(
         object(), "team-a", "rsa", directory=tmp_path, copies=[],  # type: ignore[arg-type]
         kept_logs={"u1": {"tensorflow": "UnavailableError: worker 0\n"}, "u2": {"tensorflow": "stale\n"}})
     assert "error" not in saved, saved
@@ -235,9 +235,9 @@ def test_a_transient_error_is_read_again_and_a_gone_pod_is_not(monkeypatch: pyte
 
 def test_the_post_mortem_says_which_deleted_pods_log_was_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _restarted_job(monkeypatch)
-    monkeypatch.setattr(postmortem.collect, "read_logs", lambda *a, **k: {})
+    monkeypatch.setattr(save.collect, "read_logs", lambda *a, **k: {})
     lost = "pod rsa-chief-0: last log lines not kept (the pod was gone before its log could be read)"
-    saved = postmortem.save_post_mortem(
+    saved = save.save_post_mortem(
         object(), "team-a", "rsa", directory=tmp_path, copies=[],  # type: ignore[arg-type]
         lost_logs={"u1": lost, "u2": "not gone: no note"})
     record = json.loads(Path(saved["json"]).read_text())

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from volcano_pipelines.k8s.pods import default_container, slim_pod
-from volcano_pipelines.volcano.postmortem import build_record
+from volcano_pipelines.postmortem.record import build_record
 from volcano_pipelines.volcano.spec import JobOptions, Role, TFJobSpec
 from volcano_pipelines.volcano.status import pod_end, pod_failure, pod_task
 from volcano_pipelines.volcano.tf import build_tf_job

@@ -92,7 +92,7 @@ def test_every_component_names_a_step_that_exists() -> None:
 
 def test_the_post_mortem_artifact_is_where_the_step_saves_its_records(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from volcano_pipelines.backends.postmortem import default_directory, write_record
+    from volcano_pipelines.postmortem.save import default_directory, write_record
 
     monkeypatch.setenv("VPIPE_POST_MORTEM_DIR", str(tmp_path / "elsewhere"))  # restored after the test
     artifact = Markdown(tmp_path / "post_mortem")

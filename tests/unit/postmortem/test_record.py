@@ -8,8 +8,8 @@ from typing import Any
 
 from tests.golden_files import GOLDEN_DIR, check_golden
 from tests.helpers.postmortem import JOB, SECRET, pod
-from volcano_pipelines.volcano.postmortem import Limits, build_record, log_pods, record_size
-from volcano_pipelines.volcano.postmortem_markdown import markdown
+from volcano_pipelines.postmortem.markdown import markdown
+from volcano_pipelines.postmortem.record import Limits, build_record, log_pods, record_size
 from volcano_pipelines.volcano.status import STOPPED_BY_JOB, pod_end
 
 

@@ -1,4 +1,4 @@
-"""The Markdown summary of a post-mortem record (volcano/postmortem.py): the job, its restarts,
+"""The Markdown summary of a post-mortem record (postmortem/record.py): the job, its restarts,
 its pods (a row each for a small job; grouped by what happened, with the failed ones named, for
 a large one: the same page for 100 pods and 11,000), the failed pods' last log lines and the
 newest events. Pure: the record in, the text out."""
@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from volcano_pipelines.volcano.postmortem import pod_groups
+from volcano_pipelines.postmortem.record import pod_groups
 from volcano_pipelines.volcano.stalls import describe_stalled
 
 __all__ = ["markdown"]

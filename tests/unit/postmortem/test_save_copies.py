@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from volcano_pipelines.backends.postmortem import VOLUME_DIR_ENV, copy_directories, load_post_mortem, write_record
+from volcano_pipelines.postmortem.save import VOLUME_DIR_ENV, copy_directories, load_post_mortem, write_record
 
 RECORD: dict[str, Any] = {"job": {"namespace": "team-a", "name": "mnist", "phase": "Failed"}, "pods": [],
                           "bytes": 10, "notes": ["logs of pod mnist-ps-0 not read: forbidden"]}
@@ -77,22 +77,22 @@ def test_save_post_mortem_copies_onto_the_volume_the_pipeline_names_and_never_fa
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the train step and the exit handler call: the copy goes where the pipeline's
     variable says; a volume that cannot be written leaves the step's own record and a note."""
-    from volcano_pipelines.backends import postmortem
-    from volcano_pipelines.k8s.postmortem import Collected
+    from volcano_pipelines.postmortem import save
+    from volcano_pipelines.postmortem.reads import Collected
 
     job = {"metadata": {"name": "mnist", "namespace": "team-a", "uid": "j"}, "spec": {"tasks": []},
            "status": {"state": {"phase": "Failed"}}}
-    monkeypatch.setattr(postmortem.collect, "read_state", lambda *a, **k: Collected(job=job))
-    monkeypatch.setattr(postmortem.collect, "read_logs", lambda *a, **k: {})
-    monkeypatch.setenv(postmortem.DIR_ENV, str(tmp_path / "artifact"))
+    monkeypatch.setattr(save.collect, "read_state", lambda *a, **k: Collected(job=job))
+    monkeypatch.setattr(save.collect, "read_logs", lambda *a, **k: {})
+    monkeypatch.setenv(save.DIR_ENV, str(tmp_path / "artifact"))
     monkeypatch.setenv(VOLUME_DIR_ENV, str(tmp_path / "logs" / "post-mortem"))
     (tmp_path / "logs").mkdir()
-    saved = postmortem.save_post_mortem(object(), "team-a", "mnist")  # type: ignore[arg-type]
+    saved = save.save_post_mortem(object(), "team-a", "mnist")  # type: ignore[arg-type]
     assert "error" not in saved, saved
     assert _files(tmp_path / "artifact") == _files(tmp_path / "logs" / "post-mortem")
     (tmp_path / "ro").mkdir()
     (tmp_path / "ro" / "post-mortem").write_text("")  # in the way, as an unwritable volume would be
     monkeypatch.setenv(VOLUME_DIR_ENV, str(tmp_path / "ro" / "post-mortem"))
-    saved = postmortem.save_post_mortem(object(), "team-a", "mnist")  # type: ignore[arg-type]
+    saved = save.save_post_mortem(object(), "team-a", "mnist")  # type: ignore[arg-type]
     assert "error" not in saved and saved["copies"] == [] and "was not written" in saved["notes"][-1]
     assert Path(saved["json"]).is_file()

@@ -1,8 +1,9 @@
 """The post-mortem record of a job (issue 30): for every pod its task, node, phase history,
 each container's state (exit code, reason, message, start and finish), the last log lines of
 every container, and the job's and pods' events, bounded in size. Pure: the dicts the API
-returned (and the log text read beside them) in, the record (JSON-ready) and its Markdown
-summary out. The reads are `k8s/postmortem.py` (cluster) and the local backend's own files.
+returned (and the log text read beside them) in, the record (JSON-ready) out; its Markdown
+summary is `postmortem/markdown.py`. The reads are `postmortem/reads.py` (cluster) and the local
+backend's own files.
 
 Only named fields are copied, never a pod's spec as a whole: environment variables (where
 secrets end up) are never part of the record."""

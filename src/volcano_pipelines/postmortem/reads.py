@@ -1,4 +1,4 @@
-"""The reads behind a job's post-mortem record (volcano/postmortem.py builds it): the job, its
+"""The reads behind a job's post-mortem record (postmortem/record.py builds it): the job, its
 pods now, the namespace's events about the job, its PodGroup and its pods, and the last log
 lines of chosen containers. Bounded: one job read, one pod list, paged event lists (at most
 EVENT_PAGES pages), log reads in a small pool with a per-read timeout, and no more log reads

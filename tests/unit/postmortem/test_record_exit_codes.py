@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from tests.helpers.postmortem import JOB, pod
-from volcano_pipelines.volcano.postmortem import build_record
-from volcano_pipelines.volcano.postmortem_markdown import markdown
+from volcano_pipelines.postmortem.markdown import markdown
+from volcano_pipelines.postmortem.record import build_record
 
 
 def with_init(p: dict[str, Any], terminated: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Where a job's post-mortem record goes and how it is made on the cluster: collected
-(k8s/postmortem.py), built (volcano/postmortem.py, pure) and saved as `<ns>/<job>.json` plus
+(postmortem/reads.py), built (postmortem/record.py, pure) and saved as `<ns>/<job>.json` plus
 `<ns>/<job>.md` under one directory:
 
 - the local backend: `<log_dir>/post-mortem/` (beside the pods' logs);
@@ -27,12 +27,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from volcano_pipelines.backends.base import POST_MORTEM_DIR_ENV, POST_MORTEM_VOLUME_DIR_ENV
-from volcano_pipelines.k8s import postmortem as collect
 from volcano_pipelines.k8s.client import Cluster
 from volcano_pipelines.k8s.pods import MissingInfo
-from volcano_pipelines.volcano.postmortem import Limits, build_record, log_pods
-from volcano_pipelines.volcano.postmortem_markdown import markdown
+from volcano_pipelines.postmortem import POST_MORTEM_DIR_ENV, POST_MORTEM_VOLUME_DIR_ENV
+from volcano_pipelines.postmortem import reads as collect
+from volcano_pipelines.postmortem.markdown import markdown
+from volcano_pipelines.postmortem.record import Limits, build_record, log_pods
 
 __all__ = ["DIR_ENV", "VOLUME_DIR_ENV", "copy_directories", "default_directory", "load_post_mortem", "record_paths",
            "save_post_mortem", "write_record"]
