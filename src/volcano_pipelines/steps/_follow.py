@@ -136,11 +136,17 @@ class Follower:
             return
         self._read(now)
 
-    def finish(self) -> TrainingProgress:
+    def finish(self, completed: bool = False) -> TrainingProgress:
         """The job ended: one last read (the final reports) and the annotations brought up to
-        date. Returns what was reported."""
+        date; a stall still open when the job `completed` is over (its tasks finished: the
+        wait's last turn can come before the read that sees a stopped task run again). Returns
+        what was reported."""
         if self.pod is not None:
             self._read(self.clock(), final=True)
+            if completed and self.stall is not None:
+                self.cleared = self.wall()
+                self.progress.note(f"job {self.name}: no task stalled any more (the job completed)")
+                self.stall = None
             self._annotate(self.clock(), force=True)
             if not self.state.reported:
                 self.progress.note(f"job {self.name}: no progress reported")

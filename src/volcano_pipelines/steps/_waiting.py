@@ -250,7 +250,7 @@ class _Waiter:
                 failure = replace(failure, log_tail=self.session.log_tail(failure.pod, self.policy.log_lines))
         counts = final_counts(self.counts, counts_from_pods(pods))
         # The training's last figures before the final phase: nothing is shown after "Completed".
-        reported = self.follower.finish()
+        reported = self.follower.finish(completed=status.phase == "Completed")
         self.progress.job(self.name, replace(status, tasks=counts), None)
         result = _result(self.job, created=self.created, backend=self.backend, failure=failure, counts=counts,
                          missing=self.session.missing(), linger=self.session.linger_seconds())

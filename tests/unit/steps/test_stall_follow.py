@@ -93,9 +93,24 @@ def test_the_reporting_task_is_named_when_its_own_reports_stop_and_never_before_
     backend = Stallable(script, clock)
     progress = RecordingProgress()
     result = wait(backend, clock, progress)
-    stalls = [n for n in progress.notes if "stalled" in n]
+    stalls = [n for n in progress.notes if "stalled:" in n]
     assert stalls == ["job j: stalled: chief[0] (no progress) for 25s"], progress.notes
     assert result.stalled is not None and result.stalled["tasks"] == "chief[0]" and result.stalled["silent"] == ""
+
+
+def test_a_stall_still_open_when_the_job_completes_is_over_in_the_result() -> None:
+    # The wait's last turn can come before the read that would see the stopped task run again
+    # (a loaded machine): the job completed, so its tasks are not hung any more.
+    clock = FakeClock()
+    script: list[object] = [running(), say("vpipe:progress step=100 total=1000"), *[None] * 8,
+                            job("Completed", tasks={"chief": {"Succeeded": 1}})]
+    backend = Stallable(script, clock)
+    progress = RecordingProgress()
+    result = wait(backend, clock, progress)
+    assert any("job j: stalled: chief[0] (no progress)" in note for note in progress.notes), progress.notes
+    assert progress.notes[-1] == "job j: no task stalled any more (the job completed)", progress.notes
+    assert result.stalled is not None and result.stalled["tasks"] == "chief[0]" and "cleared" in result.stalled
+    assert "cleared" in json.loads(backend.annotations[STALLED_ANNOTATION])
 
 
 def test_the_reporting_task_past_its_last_step_is_finishing_not_stalled() -> None:
@@ -128,7 +143,7 @@ def test_fail_aborts_the_job_after_the_record_and_the_step_fails_naming_them() -
     assert not result.succeeded and backend.calls.count("abort") == 1 and backend.abort_reason == "TasksStalled"
     assert result.message == ("stalled: worker[1] (no heartbeat), chief[0] (no progress) for 21s while the job was "
                               "Running; job aborted (on_stall=fail)")
-    assert result.stalled is not None and result.stalled["action"] == "fail"
+    assert result.stalled is not None and result.stalled["action"] == "fail" and "cleared" not in result.stalled
     assert backend.records and backend.records[0] is not None and backend.records[0]["tasks"] == "chief[0],worker[1]"
 
 
