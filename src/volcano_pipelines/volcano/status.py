@@ -4,7 +4,7 @@ job failed. Pure: takes the dicts the API returned."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -134,12 +134,20 @@ def restarts_made(retry_count: int, max_retry: int | None) -> int:
 
 def latest_counts(seen: Mapping[str, TaskCounts], current: Mapping[str, TaskCounts]) -> dict[str, TaskCounts]:
     """Per task, the newest counts that say anything (Volcano clears a finishing job's
-    taskStatusCount)."""
+    taskStatusCount). Counts of fewer pods than were seen before (a completing job's status
+    once Volcano has deleted some of its running pods, the parameter servers) count the pods
+    gone as stopped, so that none vanishes from the counts."""
     merged = dict(seen)
     for task, counts in current.items():
         if not counts.empty or task not in merged:
-            merged[task] = counts
+            before = merged.get(task)
+            gone = _total(before) - _total(counts) if before is not None and not counts.empty else 0
+            merged[task] = replace(counts, stopped=counts.stopped + gone) if gone > 0 else counts
     return merged
+
+
+def _total(counts: TaskCounts) -> int:
+    return counts.pending + counts.running + counts.succeeded + counts.failed + counts.stopped
 
 
 def pod_task(pod: Mapping[str, Any]) -> str | None:

@@ -113,7 +113,16 @@ def test_latest_counts_keep_what_was_seen_when_volcano_clears_them() -> None:
     final = {"worker": TaskCounts(), "ps": TaskCounts(), "chief": TaskCounts()}
     merged = latest_counts(seen, final)
     assert merged == {"worker": TaskCounts(succeeded=2), "ps": TaskCounts(running=1), "chief": TaskCounts()}
-    assert latest_counts(seen, {"worker": TaskCounts(failed=1)})["worker"] == TaskCounts(failed=1)
+    assert latest_counts(seen, {"worker": TaskCounts(failed=1, running=1)})["worker"] == TaskCounts(failed=1, running=1)
+
+
+def test_latest_counts_of_fewer_pods_count_the_pods_gone_as_stopped() -> None:
+    # A completing job: Volcano has deleted 73 of its 100 running parameter servers when its
+    # status is written; the 73 were stopped by the job's end, not lost.
+    seen = {"ps": TaskCounts(running=100), "worker": TaskCounts(succeeded=1000)}
+    merged = latest_counts(seen, {"ps": TaskCounts(running=27), "worker": TaskCounts(succeeded=1000)})
+    assert merged == {"ps": TaskCounts(running=27, stopped=73), "worker": TaskCounts(succeeded=1000)}
+    assert final_counts(merged, {})["ps"] == TaskCounts(stopped=100)
 
 
 def test_counts_from_pods_and_final_counts() -> None:
