@@ -193,7 +193,7 @@ def final_counts(seen: Mapping[str, TaskCounts], remaining: Mapping[str, TaskCou
         before = seen.get(task, TaskCounts())
         now = remaining.get(task, TaskCounts())
         succeeded, failed = max(before.succeeded, now.succeeded), max(before.failed, now.failed)
-        total = before.pending + before.running + before.succeeded + before.failed + before.stopped
+        total = _total(before)
         result[task] = TaskCounts(
             pending=now.pending,
             running=now.running,
