@@ -134,9 +134,9 @@ def after_training(plane: ControlPlane, namespace: str, name: str, run_id: str, 
     """The steps a pipeline runs after training, on the large job as training left it."""
     env = {**os.environ, "XDG_STATE_HOME": str(state_dir)}  # the post-mortem record goes there
     kube = ["--kubeconfig", str(plane.kubeconfig)]
-    finish = (PEAK_PRELUDE + "import json, sys; from volcano_pipelines.steps import finish_run; "
+    finish = (PEAK_PRELUDE + "import json, sys; from volcano_pipelines.steps import Connection, finish_run; "
               "r = finish_run(sys.argv[1], pipeline_state='FAILED', error_message='serve failed', "
-              "namespace=sys.argv[2], kubeconfig=sys.argv[3]); "
+              "namespace=sys.argv[2], connection=Connection(sys.argv[3])); "
               "print(json.dumps({'outcome': r.outcome, 'cleanup': r.cleanup, 'post_mortem': r.post_mortem}))")
     return [
         measure(plane, namespace, "vpipe status", [*VPIPE, "status", name, "-n", namespace, *kube], env),

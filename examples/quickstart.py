@@ -31,7 +31,7 @@ from volcano_pipelines.local.ports import free_port
 from volcano_pipelines.local.processes import supervised_popen
 from volcano_pipelines.manifest import to_yaml
 from volcano_pipelines.progress import LineProgress
-from volcano_pipelines.steps import render_tf, sync, train_tf
+from volcano_pipelines.steps import Connection, render_tf, sync, train_tf
 
 EXAMPLES = Path(__file__).resolve().parent
 JOB = "quickstart"
@@ -246,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
             return 0
         if args.kubeconfig:
-            result = train_tf(JOB, kubeconfig=args.kubeconfig, **job_arguments(args.code_url))
+            result = train_tf(JOB, connection=Connection(args.kubeconfig), **job_arguments(args.code_url))
             print(json.dumps(result.to_dict(), indent=2))
             return 0 if result.succeeded else 1
         return run_locally(Path(args.workdir).absolute(), args.keep_tensorboard, args.json)

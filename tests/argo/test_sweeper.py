@@ -20,7 +20,7 @@ from tests.argo import support
 from tests.helpers.rbac import granted
 from tests.integration.waiting import wait_for
 from volcano_pipelines.images import RUNTIME_IMAGE
-from volcano_pipelines.steps import tensorboard
+from volcano_pipelines.steps import Connection, tensorboard
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers]
 
@@ -105,7 +105,7 @@ def test_shipped_sweeper_reaps_on_the_real_node(cluster: Any, namespace: str, no
     core.create_namespaced_persistent_volume_claim(namespace, {"metadata": {"name": "logs"}, "spec": {
         "accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}})
     board = tensorboard("board", log_pvc="logs", namespace=namespace, ttl=20, labels={REAP_LABEL: "true"},
-                        wait=False, kubeconfig=str(cluster.kubeconfig))
+                        wait=False, connection=Connection(str(cluster.kubeconfig)))
     assert board.expires_at
 
     (sweeper,) = support.load(DEPLOYMENT)

@@ -19,7 +19,7 @@ from kubernetes import client
 
 from tests.cluster import behaviour
 from tests.integration.waiting import wait_for
-from volcano_pipelines.steps import finish_run, train_tf
+from volcano_pipelines.steps import Connection, finish_run, train_tf
 
 pytestmark = pytest.mark.integration
 
@@ -55,14 +55,14 @@ def test_abort_keeps_a_job_that_has_already_ended(cluster: Any, namespace: str, 
     run_id = f"ended-{ended.lower()}"
     worker = behaviour.keep_running() if ended == "Aborted" else behaviour.fail_with(7)
     job = train_tf("ended", run_id=run_id, image="trainer:test", code_url="https://example.com/code/", workers=1, ps=1,
-                   namespace=namespace, kubeconfig=str(cluster.kubeconfig), wait=False, max_retry=1,
+                   namespace=namespace, connection=Connection(str(cluster.kubeconfig)), wait=False, max_retry=1,
                    restart_on_failure=ended != "Terminated", pod_labels={"worker": worker})
     if ended == "Aborted":
         wait_for("the job Running", lambda: _phase(cluster, namespace, job.name) == "Running", timeout=120)
         k8s_volcano.abort_job(connect(str(cluster.kubeconfig), None), _job(cluster, namespace, job.name) or {}, "Test")
     wait_for(f"the job {ended}", lambda: _phase(cluster, namespace, job.name) == ended, timeout=180)
     before = _commands(cluster, namespace)
-    report = finish_run(run_id, pipeline_state="FAILED", namespace=namespace, kubeconfig=str(cluster.kubeconfig),
+    report = finish_run(run_id, pipeline_state="FAILED", namespace=namespace, connection=Connection(str(cluster.kubeconfig)),
                         on_failure="abort")
     assert (report.outcome, report.cleanup, report.job_phase) == ("failed", "kept", ended), report
     assert _commands(cluster, namespace) == before  # no AbortJob sent to a job already over
@@ -92,7 +92,7 @@ def test_a_copy_job_in_the_pipelines_namespace_is_cleaned_when_training_runs_els
                                       pod_security="restricted"), workers=2, claim="missing", subpath=None, role=Role())
         client.CustomObjectsApi(cluster.api_client()).create_namespaced_custom_object(
             GROUP, VERSION, namespace, "jobs", build_copy_job(spec))
-        report = finish_run(run_id, pipeline_state="RUNNING", namespace=training, kubeconfig=str(kubeconfig),
+        report = finish_run(run_id, pipeline_state="RUNNING", namespace=training, connection=Connection(str(kubeconfig)),
                             on_failure="delete")
         assert report.namespace == training and report.job is None
         assert report.copy_job is not None, report

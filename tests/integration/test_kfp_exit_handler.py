@@ -24,7 +24,7 @@ from kubernetes import client
 import volcano_pipelines
 from tests.cluster import behaviour
 from tests.integration.waiting import wait_for
-from volcano_pipelines.steps import train_tf
+from volcano_pipelines.steps import Connection, train_tf
 
 pytestmark = pytest.mark.integration
 
@@ -89,7 +89,7 @@ CASES = {
 
 def _submit(cluster: Any, namespace: str, run_id: str, worker_labels: dict[str, str]) -> str:
     submitted = train_tf("exit", run_id=run_id, image="trainer:test", code_url="https://example.com/code/",
-                         workers=1, ps=1, namespace=namespace, kubeconfig=str(cluster.kubeconfig), wait=False,
+                         workers=1, ps=1, namespace=namespace, connection=Connection(str(cluster.kubeconfig)), wait=False,
                          pod_labels={"worker": worker_labels})
     assert _jobs(cluster, namespace) == [submitted.name]
     return submitted.name
@@ -201,7 +201,7 @@ def test_the_exit_handlers_summary_links_the_runs_tensorboard(cluster: Any, name
     pvc = make_log_pvc(cluster, namespace)
     try:
         board = tensorboard("exit-board", log_pvc=next(pvc), run_id=run_id, namespace=namespace,
-                            kubeconfig=str(cluster.kubeconfig), wait=False, service_type="NodePort")
+                            connection=Connection(str(cluster.kubeconfig)), wait=False, service_type="NodePort")
         wait_for("the job Failed", lambda: _phase(cluster, namespace, name) == "Failed", timeout=180)
         _, written, summary = _finish(cluster, namespace, tmp_path, run_id, "FAILED", False)
     finally:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from volcano_pipelines.steps import train_tf
+from volcano_pipelines.steps import Connection, train_tf
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +19,7 @@ def test_pods_refused_by_pod_security_are_said_in_one_line(cluster: Any, namespa
     core = client.CoreV1Api(cluster.api_client())
     core.patch_namespace(namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
     result = train_tf("psa", image="trainer:test", code_url="https://example.com/code/", workers=1, ps=1,
-                      namespace=namespace, kubeconfig=str(cluster.kubeconfig), timeout=240)
+                      namespace=namespace, connection=Connection(str(cluster.kubeconfig)), timeout=240)
     assert not result.succeeded
     message = result.message or ""
     assert "\n" not in message and "StatusError" not in message, message

@@ -90,8 +90,8 @@ def run_every_path(cluster: Any, namespace: str, kubeconfig: Path) -> dict[str, 
     # The exit handler of the failed run: its post-mortem (pods, events, logs) before it deletes
     # the job, and the run's TensorBoard looked up for the summary (it started none).
     runs["finish"] = subprocess.run([sys.executable, "-c", (
-        "import json, sys; from volcano_pipelines.steps import finish_run; "
-        "print(json.dumps(finish_run('fails-1', pipeline_state='FAILED', kubeconfig=sys.argv[1]).to_dict()))"),
+        "import json, sys; from volcano_pipelines.steps import Connection, finish_run; "
+        "print(json.dumps(finish_run('fails-1', pipeline_state='FAILED', connection=Connection(sys.argv[1])).to_dict()))"),
         str(kubeconfig)], capture_output=True, text=True, timeout=120,
         env={**os.environ, "VPIPE_POST_MORTEM_DIR": str(kubeconfig.parent / "post-mortem")})
     # A gang that never fits: pending hints (PodGroup, events), then the timeout aborts it.

@@ -17,7 +17,7 @@ from kubernetes import client
 from tests.cluster import behaviour
 from tests.integration.waiting import wait_for
 from volcano_pipelines.kube.podspec import ISTIO_INJECT
-from volcano_pipelines.steps import tensorboard, train_tf
+from volcano_pipelines.steps import Connection, tensorboard, train_tf
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,7 @@ def test_training_pods_in_an_istio_namespace_opt_out_of_the_sidecar(cluster: Any
     _label_for_istio(cluster, namespace)
     keep = behaviour.keep_running()
     train_tf("mesh", image="trainer:test", code_url="https://example.com/code/", workers=2, ps=1, namespace=namespace,
-             kubeconfig=str(cluster.kubeconfig), wait=False, pod_labels={"worker": keep, "ps": {ISTIO_INJECT: "true"}})
+             connection=Connection(str(cluster.kubeconfig)), wait=False, pod_labels={"worker": keep, "ps": {ISTIO_INJECT: "true"}})
     core = client.CoreV1Api(cluster.api_client())
 
     def pods() -> list[Any]:
@@ -54,10 +54,10 @@ def test_tensorboard_owned_by_the_run_outlives_its_training_job(cluster: Any, na
     # A ConfigMap stands in for the run's Argo Workflow (the owner KFP's pod and Argo's template hand over).
     run = core.create_namespaced_config_map(namespace, {"metadata": {"name": "the-run"}})
     job = train_tf("board", image="trainer:test", code_url="https://example.com/code/", workers=1, ps=1,
-                   namespace=namespace, kubeconfig=str(cluster.kubeconfig), wait=False,
+                   namespace=namespace, connection=Connection(str(cluster.kubeconfig)), wait=False,
                    pod_labels={"worker": behaviour.keep_running()})
     result = tensorboard("board-tensorboard", log_pvc=log_pvc, namespace=namespace, job=job.name,
-                         owner=f"v1/ConfigMap/the-run/{run.metadata.uid}", kubeconfig=str(cluster.kubeconfig),
+                         owner=f"v1/ConfigMap/the-run/{run.metadata.uid}", connection=Connection(str(cluster.kubeconfig)),
                          wait=False)
     assert result.name == "board-tensorboard"
     deployment = apps.read_namespaced_deployment("board-tensorboard", namespace)

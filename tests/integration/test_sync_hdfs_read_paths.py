@@ -1,7 +1,8 @@
 """The two hdfs:// read paths against a real HDFS (MiniDFSCluster) into a real GlusterFS volume:
 the stock hdfs-native (a `bytes` per packet, `hdfs-packets`) and the patched one that
-images/hdfs-native/ builds (`readinto` into the copier's buffers, `hdfs-readinto`). Each copies
-small and large files exactly, says which path it took, and refuses a block replica whose bytes
+images/hdfs-native/ builds (`hdfs-readinto`: a range's packets written by `write_to`, or read
+into the copier's buffers with `readinto` where --checksum hashes them). Each copies small and
+large files exactly (with --checksum too), says which path it took, and refuses a block replica whose bytes
 no longer match their CRC32C (the DataNode sends the stored checksums; hdfs-native checks
 every 512-byte chunk): the file fails, nothing is left under its name, the other files copy,
 and hdfs-native's own warning names the checksum as the reason.
@@ -47,11 +48,14 @@ def _files() -> dict[str, bytes]:
     }
 
 
-def copy_quickly(url: str, dst: str) -> dict[str, Any]:
+def copy_quickly(url: str, dst: str, checksum: str = "") -> dict[str, Any]:
     """The sync engine with two attempts a file and no real back-off (a corrupt replica is
-    corrupt on every attempt); the result as `--json` has it. Run here and in the subprocess."""
+    corrupt on every attempt); the result as `--json` has it. Run here and in the subprocess.
+    `checksum` (non-empty): --checksum, whose hash reads the bytes (the patched path's
+    `readinto`, not its `write_to`)."""
     request = engine.SyncRequest(src=url, location=parse_source(url), root=dst,
-                                 options=Options(chunk_size=CHUNK, max_attempts=2, retry_delay=0.01))
+                                 options=Options(chunk_size=CHUNK, max_attempts=2, retry_delay=0.01,
+                                                 checksum=bool(checksum)))
     try:
         return engine.run(request, Progress()).to_dict()
     except SyncFailed as err:
@@ -70,7 +74,7 @@ def _patched_site() -> Path:
     return Path(build.site(wheel))
 
 
-def _copy_with(path: str, url: str, dst: Path) -> tuple[dict[str, Any], str]:
+def _copy_with(path: str, url: str, dst: Path, checksum: bool = False) -> tuple[dict[str, Any], str]:
     """copy_quickly in a subprocess with hdfs-native's warnings on (RUST_LOG): its result and
     stderr, where hdfs-native names why it gave up on a replica."""
     pythonpath = [str(ROOT)]
@@ -80,8 +84,9 @@ def _copy_with(path: str, url: str, dst: Path) -> tuple[dict[str, Any], str]:
         pytest.skip("this environment has the patched hdfs-native installed: no stock path to test here")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath), "RUST_LOG": "hdfs_native=warn"}
     code = ("import json, sys; from tests.integration.test_sync_hdfs_read_paths import copy_quickly; "
-            "print(json.dumps(copy_quickly(sys.argv[1], sys.argv[2])))")
-    done = subprocess.run([sys.executable, "-c", code, url, str(dst)], env=env, capture_output=True, text=True,
+            "print(json.dumps(copy_quickly(*sys.argv[1:])))")
+    done = subprocess.run([sys.executable, "-c", code, url, str(dst), "yes" if checksum else ""], env=env,
+                          capture_output=True, text=True,
                           timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1]), done.stderr
@@ -113,6 +118,9 @@ def test_each_read_path_copies_exactly_and_refuses_a_corrupt_replica(hdfs, glust
     assert first["read_path"] == path
     assert (first["copied"], first["failed"], first["error"]) == (len(files), 0, None)
     assert read_tree(dst) == files
+    dst = gluster.fresh_dir("read-path-checksum")
+    hashed, _ = _copy_with(path, url, dst, checksum=True)
+    assert (hashed["copied"], hashed["failed"]) == (len(files), 0) and read_tree(dst) == files
 
     # One small and one large file go bad on the DataNode's disk: both paths must refuse them.
     for rel in ("small/a.bin", "large/c.bin"):

@@ -22,7 +22,7 @@ from tests.helpers.http_server import serve
 from tests.helpers.training import placement
 from tests.images.fixtures import Images
 from volcano_pipelines.images import TF_TRAINER_IMAGE
-from volcano_pipelines.steps import train_tf
+from volcano_pipelines.steps import Connection, train_tf
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers]
 
@@ -60,7 +60,7 @@ def records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def story(cluster: Any, namespace: str, node: Any, url: str, name: str, **kwargs: Any) -> Any:
     env = kwargs.pop("env", {"RUN_FOR": "20"})
-    return train_tf(name, kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
+    return train_tf(name, connection=Connection(str(cluster.kubeconfig)), namespace=namespace, image=TF_TRAINER_IMAGE,
                     code_url=url, env={"": env}, timeout=480, **placement(node), **kwargs)
 
 

@@ -19,7 +19,7 @@ from volcano_pipelines.images import MPI_TRAINER_IMAGE, TF_TRAINER_IMAGE
 from volcano_pipelines.k8s.client import USER_AGENT
 from volcano_pipelines.kfp.summary import train_metrics
 from volcano_pipelines.progress import Progress
-from volcano_pipelines.steps import train_mpi, train_tf
+from volcano_pipelines.steps import Connection, train_mpi, train_tf
 from volcano_pipelines.steps._follow import FollowPolicy
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.report_lines import PROGRESS_ANNOTATION, TrainingProgress
@@ -153,7 +153,7 @@ def test_tf2_ps_job_reports_progress_that_the_step_reads(cluster: Any, namespace
     requests = StepRequests(cluster, namespace)
     try:
         result = train_tf(
-            "prog2", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
+            "prog2", connection=Connection(str(cluster.kubeconfig)), namespace=namespace, image=TF_TRAINER_IMAGE,
             ps=1, workers=2, chief=True, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc,
             log_pvc=volumes.log_pvc, args=["--api=tf2", f"--steps={steps}", "--threads=1", "--log_every=50",
                                            "--checkpoint_every=500", "--max_steps_per_second=100"],
@@ -175,7 +175,7 @@ def test_mpi_job_reports_progress_that_the_step_reads(cluster: Any, namespace: s
     annotations = AnnotationWatch(cluster, namespace, "progm")
     try:
         result = train_mpi(
-            "progm", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=MPI_TRAINER_IMAGE,
+            "progm", connection=Connection(str(cluster.kubeconfig)), namespace=namespace, image=MPI_TRAINER_IMAGE,
             workers=2, code_url=f"{code_url}/mpi/", data_pvc=volumes.data_pvc, log_pvc=volumes.log_pvc,
             command=["python3", "train.py", f"--steps={steps}", "--log_every=500", "--checkpoint_every=5000"],
             timeout=900, progress_interval=2, progress=progress, **placement(node),

@@ -37,7 +37,7 @@ from tests.helpers.evict import evict
 from tests.helpers.training import QUIET_TF, Volumes, placement
 from volcano_pipelines.images import MPI_TRAINER_IMAGE, TF_TRAINER_IMAGE
 from volcano_pipelines.progress import Progress
-from volcano_pipelines.steps import train_mpi, train_tf
+from volcano_pipelines.steps import Connection, train_mpi, train_tf
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.report_lines import TrainingProgress
 from volcano_pipelines.volcano.status import JobStatus
@@ -139,7 +139,7 @@ def test_tf2_ps_job_evicted_mid_training_restarts_resumes_and_completes(
     name = f"rs-{task}"
     evictor = EvictAtCheckpoint(cluster, namespace, f"{name}-{task}-0", grace)
     result = train_tf(
-        name, kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
+        name, connection=Connection(str(cluster.kubeconfig)), namespace=namespace, image=TF_TRAINER_IMAGE,
         ps=1, workers=2, chief=True, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc,
         log_pvc=volumes.log_pvc, args=["--api=tf2", f"--steps={steps}", "--threads=1", "--log_every=50",
                                        "--checkpoint_every=500", f"--model_name={name}"],
@@ -163,7 +163,7 @@ def test_mpi_job_evicted_mid_training_restarts_resumes_and_completes(
     name = f"rs-{task[3:]}"
     evictor = EvictAtCheckpoint(cluster, namespace, f"{name}-{task}-{1 if task == 'mpiworker' else 0}", grace)
     result = train_mpi(
-        name, kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=MPI_TRAINER_IMAGE,
+        name, connection=Connection(str(cluster.kubeconfig)), namespace=namespace, image=MPI_TRAINER_IMAGE,
         workers=2, code_url=f"{code_url}/mpi/", data_pvc=volumes.data_pvc, log_pvc=volumes.log_pvc,
         command=["python3", "train.py", f"--steps={steps}", "--log_every=500", "--checkpoint_every=2000"],
         max_retry=3, timeout=800, progress_interval=2, progress=evictor, **placement(node),
@@ -187,7 +187,7 @@ def test_tf2_ps_job_rides_through_a_kubelet_restart(cluster: Any, namespace: str
     watcher = AtCheckpoint(lambda: took.append(node.restart_kubelet()))
     started = time.monotonic()
     result = train_tf(
-        "kubelet", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
+        "kubelet", connection=Connection(str(cluster.kubeconfig)), namespace=namespace, image=TF_TRAINER_IMAGE,
         ps=1, workers=2, chief=True, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc,
         log_pvc=volumes.log_pvc, args=["--api=tf2", f"--steps={steps}", "--threads=1", "--log_every=50",
                                        "--checkpoint_every=500"],

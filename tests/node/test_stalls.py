@@ -21,7 +21,7 @@ import pytest
 
 from tests.helpers.training import QUIET_TF, Volumes, placement
 from volcano_pipelines.images import TF_TRAINER_IMAGE
-from volcano_pipelines.steps import train_tf
+from volcano_pipelines.steps import Connection, train_tf
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers,
               pytest.mark.hdfs, pytest.mark.gluster]
@@ -92,7 +92,7 @@ def test_a_frozen_worker_container_is_named_and_on_stall_fail_aborts_the_job(
     freezer = Freezer(cluster, namespace, "hung-worker-1", "hung-worker-0", 100)
     try:
         result = train_tf(
-            "hung", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
+            "hung", connection=Connection(str(cluster.kubeconfig)), namespace=namespace, image=TF_TRAINER_IMAGE,
             ps=1, workers=2, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc, log_pvc=volumes.log_pvc,
             args=["--api=tf1", "--steps=1000000", "--threads=1", "--log_every=20", "--checkpoint_every=1000"],
             env={"": QUIET_TF}, timeout=600, progress_interval=2, stall_timeout=STALL_TIMEOUT, on_stall="fail",
@@ -119,7 +119,7 @@ def test_a_frozen_chief_is_named_and_on_stall_restart_resumes_the_job_from_its_c
     freezer = Freezer(cluster, namespace, "hungc-chief-0", "hungc-chief-0", 300)
     try:
         result = train_tf(
-            "hungc", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
+            "hungc", connection=Connection(str(cluster.kubeconfig)), namespace=namespace, image=TF_TRAINER_IMAGE,
             ps=1, workers=2, chief=True, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc,
             log_pvc=volumes.log_pvc, args=["--api=tf2", "--steps=1200", "--threads=1", "--log_every=50",
                                            "--checkpoint_every=200", "--max_steps_per_second=40"],

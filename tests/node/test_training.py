@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers.training import QUIET_TF, Volumes, placement, toleration
 from volcano_pipelines.images import MPI_TRAINER_IMAGE, TENSORBOARD_IMAGE, TF_TRAINER_IMAGE
-from volcano_pipelines.steps import tensorboard, train_mpi, train_tf
+from volcano_pipelines.steps import Connection, tensorboard, train_mpi, train_tf
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers,
               pytest.mark.hdfs, pytest.mark.gluster]
@@ -58,7 +58,7 @@ def test_tf2_parameter_servers_find_each_other_and_complete_job_ends_the_ps(
     clock = PodClock(cluster, namespace)
     started = time.monotonic()
     result = train_tf(
-        "ps2", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
+        "ps2", connection=Connection(str(cluster.kubeconfig)), namespace=namespace, image=TF_TRAINER_IMAGE,
         ps=2, workers=2, chief=True, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc,
         log_pvc=volumes.log_pvc, args=["--api=tf2", "--steps=60", "--threads=1", "--log_every=20",
                                        "--checkpoint_every=30"],
@@ -85,7 +85,7 @@ def test_tf2_parameter_servers_find_each_other_and_complete_job_ends_the_ps(
 def test_tf1_between_graph_with_run_sh_flags(cluster: Any, namespace: str, node: Any, code_url: str,
                                              volumes: Volumes) -> None:
     result = train_tf(
-        "ps1", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
+        "ps1", connection=Connection(str(cluster.kubeconfig)), namespace=namespace, image=TF_TRAINER_IMAGE,
         ps=2, workers=2, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc, log_pvc=volumes.log_pvc,
         args=["--api=tf1", "--steps=60", "--threads=1", "--log_every=20", "--checkpoint_every=30"],
         env={"": QUIET_TF}, timeout=600, **placement(node),
@@ -100,7 +100,7 @@ def test_mpi_allreduce_over_ssh_between_pods(cluster: Any, namespace: str, node:
     from kubernetes import client
 
     result = train_mpi(
-        "lr", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=MPI_TRAINER_IMAGE,
+        "lr", connection=Connection(str(cluster.kubeconfig)), namespace=namespace, image=MPI_TRAINER_IMAGE,
         workers=2, code_url=f"{code_url}/mpi/", data_pvc=volumes.data_pvc, log_pvc=volumes.log_pvc,
         command=["python3", "train.py", "--steps=50"], mpiexec_args=["--display-map"], timeout=600,
         **placement(node),
@@ -119,7 +119,7 @@ def test_mpi_allreduce_over_ssh_between_pods(cluster: Any, namespace: str, node:
 def test_failing_worker_reports_pod_exit_code_and_log(cluster: Any, namespace: str, node: Any,
                                                       code_url: str, volumes: Volumes) -> None:
     result = train_tf(
-        "boom", kubeconfig=str(cluster.kubeconfig), namespace=namespace, image=TF_TRAINER_IMAGE,
+        "boom", connection=Connection(str(cluster.kubeconfig)), namespace=namespace, image=TF_TRAINER_IMAGE,
         ps=1, workers=1, code_url=f"{code_url}/fail/", data_pvc=volumes.data_pvc, log_pvc=volumes.log_pvc,
         max_retry=1, timeout=300, **placement(node),
     )
@@ -138,7 +138,7 @@ def test_tensorboard_answers_through_the_service_proxy(cluster: Any, namespace: 
     from kubernetes import client
 
     (volumes.log_dir / "train").mkdir()
-    out = tensorboard("tb", kubeconfig=str(cluster.kubeconfig), namespace=namespace, log_pvc=volumes.log_pvc,
+    out = tensorboard("tb", connection=Connection(str(cluster.kubeconfig)), namespace=namespace, log_pvc=volumes.log_pvc,
                       image=TENSORBOARD_IMAGE, service_type="ClusterIP", timeout=300,
                       node_selector={node.label: node.label_value}, tolerations=[toleration(node)])
     assert out.ready, out

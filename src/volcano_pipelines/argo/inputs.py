@@ -32,13 +32,13 @@ from typing import Any
 
 from volcano_pipelines.argo.outputs import DERIVED
 from volcano_pipelines.steps.params import Param, choices, params
-from volcano_pipelines.steps.spelling import LOCAL_BACKEND_PARAMS, FlagSpec, flag_spec, long_flag
+from volcano_pipelines.steps.spelling import CONNECTION_PARAMS, LOCAL_BACKEND_PARAMS, FlagSpec, flag_spec, long_flag
 
 __all__ = ["FIXED_BY_POD", "Input", "StepCommand", "output_names", "step_command"]
 
 # Where the step runs is fixed by the workflow pod (in-cluster config, its ServiceAccount),
 # not chosen per run: these arguments are left out of every template.
-FIXED_BY_POD = frozenset({"kubeconfig", "context"}) | LOCAL_BACKEND_PARAMS
+FIXED_BY_POD = CONNECTION_PARAMS | LOCAL_BACKEND_PARAMS
 # The run identity is the workflow's: a retried step attaches to the job it created.
 RUN_ID = ("run_id", "{{workflow.uid}}")
 BOOL_VALUES = ("true", "false")

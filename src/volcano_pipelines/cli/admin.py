@@ -18,8 +18,8 @@ from typing import Any
 
 from volcano_pipelines.cli import command_help
 from volcano_pipelines.errors import EXIT_OK
-from volcano_pipelines.steps import namespace_prepare, pv_reuse
-from volcano_pipelines.steps.params import KubeContext, Kubeconfig, help_of
+from volcano_pipelines.steps import Connection, namespace_prepare, pv_reuse
+from volcano_pipelines.steps.params import gather, group_fields
 
 __all__ = ["register"]
 
@@ -28,8 +28,8 @@ __all__ = ["register"]
 
 
 def _cluster_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", help=help_of(Kubeconfig))
-    parser.add_argument("--context", help=help_of(KubeContext))
+    for name, _, _, doc in group_fields(Connection):
+        parser.add_argument(f"--{name}", help=doc.help)
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
 
 
@@ -65,15 +65,16 @@ def _print(result: Any, as_json: bool, text: str) -> None:
 
 
 def _pv_reuse(args: argparse.Namespace) -> int:
-    result = pv_reuse(args.pv, args.claim, namespace=args.namespace, kubeconfig=args.kubeconfig, context=args.context)
+    result = pv_reuse(args.pv, args.claim, namespace=args.namespace,
+                      connection=gather(Connection, vars(args)))
     what = "now pre-bound to" if result["changed"] else "already pre-bound to"
     _print(result, args.json, f"PersistentVolume {result['pv']} {what} {result['claim']} (phase {result['phase']})")
     return EXIT_OK
 
 
 def _namespace_prepare(args: argparse.Namespace) -> int:
-    results = namespace_prepare(args.namespaces, args.pull_secret_from, kubeconfig=args.kubeconfig,
-                                context=args.context)
+    results = namespace_prepare(args.namespaces, args.pull_secret_from,
+                                connection=gather(Connection, vars(args)))
     _print(results, args.json, "\n".join(f"{r['namespace']}/{r['secret']}: {r['action']}" for r in results))
     return EXIT_OK
 

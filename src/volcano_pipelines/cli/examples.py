@@ -59,9 +59,9 @@ def _quickstart(module: ModuleType | None, args: argparse.Namespace) -> int:
         examples_dir()  # raises ExamplesMissing, naming what is missing
         raise AssertionError("unreachable")
     if args.kubeconfig:  # checked here, where the error names --kubeconfig as every command's does
-        from volcano_pipelines.steps import target_namespace
+        from volcano_pipelines.steps import Connection, target_namespace
 
-        target_namespace(args.kubeconfig, None)
+        target_namespace(Connection(args.kubeconfig))
     placeholder = args.parser.get_default("code_url")
     if args.code_url == placeholder and args.kubeconfig:
         raise InputError("--code-url", None, f"with --kubeconfig, the http(s) URL where the cluster's pods fetch the "

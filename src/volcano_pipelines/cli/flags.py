@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps.params import Param, choices, item_hint, params, scalar_type
+from volcano_pipelines.steps.params import Param, choices, grouped, item_hint, params, scalar_type
 from volcano_pipelines.steps.spelling import WORKER_ALIASES, FlagSpec, flag_spec
 
 __all__ = ["FlagSpec", "add_step_flags", "flag_error", "flag_for", "scalar_flag_type", "step_kwargs", "typed_flag"]
@@ -177,7 +177,7 @@ def _task_prefix(flag: str, raw: str, tasks: Sequence[str], *, pairs: bool) -> t
 
 def step_kwargs(args: argparse.Namespace, step: Callable[..., Any], tasks: Sequence[str],
                 extra: Sequence[str]) -> dict[str, Any]:
-    """The parsed flags as the step's keyword arguments."""
+    """The parsed flags as the step's keyword arguments (a group's flags gathered into the group)."""
     out: dict[str, Any] = {}
     values = vars(args)
     for param in params(step):
@@ -207,7 +207,7 @@ def step_kwargs(args: argparse.Namespace, step: Callable[..., Any], tasks: Seque
             out[param.name] = lists or None
         elif param.name in values:
             out[param.name] = values[param.name]
-    return out
+    return grouped(step, out)
 
 
 def names(items: Iterable[Param]) -> list[str]:

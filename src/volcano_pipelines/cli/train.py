@@ -14,7 +14,7 @@ from volcano_pipelines.cli import flags
 from volcano_pipelines.errors import EXIT_FAILED, EXIT_OK, InputError
 from volcano_pipelines.manifest import to_yaml
 from volcano_pipelines import steps
-from volcano_pipelines.steps.params import params
+from volcano_pipelines.steps.params import gather, group_fields, params
 from volcano_pipelines.steps import TrainResult
 from volcano_pipelines.steps.registry import CLI, Step, steps_for
 from volcano_pipelines.volcano.report_lines import progress_from_dicts
@@ -59,8 +59,8 @@ def _where_it_would_go(parser: argparse.ArgumentParser, train_fn: Callable[..., 
         if action.dest == "namespace":
             action.default, action.help = None, helps["namespace"]
     group = parser.add_argument_group("where the job would go (read from the kubeconfig, nothing is sent)")
-    group.add_argument("--kubeconfig", help=helps["kubeconfig"])
-    group.add_argument("--context", help=helps["context"])
+    for name, _, _, doc in group_fields(steps.Connection):
+        group.add_argument(f"--{name}", help=doc.help)
 
 
 def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -95,7 +95,7 @@ def _call(args: argparse.Namespace, **fixed: Any) -> Any:
 def _render(args: argparse.Namespace) -> int:
     if args.namespace is None:  # where `vpipe train` would submit it
         try:
-            args.namespace = steps.target_namespace(args.kubeconfig, args.context)
+            args.namespace = steps.target_namespace(gather(steps.Connection, vars(args)))
         except InputError as err:
             raise InputError(f"--{err.field}", err.value, err.allowed) from None
     sys.stdout.write(to_yaml(_call(args)))

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from volcano_pipelines.errors import VpipeError, WorkFailed
 from volcano_pipelines.kfp import summary as summaries
 from volcano_pipelines.kfp.generate import kfp_type
-from volcano_pipelines.steps.params import item_hint, params
+from volcano_pipelines.steps.params import grouped, item_hint, params
 from volcano_pipelines.steps import TrainResult
 from volcano_pipelines.steps.registry import step as registered
 
@@ -64,7 +64,7 @@ def step_arguments(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> dict
         elif base == "list" and isinstance(value, list) and item_hint(param.hint) is int:
             value = [_integral(item) for item in value]  # serve's versions
         out[param.name] = value
-    return out
+    return grouped(fn, out)
 
 
 def outputs_of(step: str, result: Any) -> dict[str, Any]:
@@ -87,9 +87,9 @@ def _from_kfp_pod(fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
     wants_owner = "owner" in names and kwargs.get("owner") is None
     if not (wants_run or wants_owner):
         return
-    from volcano_pipelines.steps import kfp_pod, owner_in
+    from volcano_pipelines.steps import Connection, kfp_pod, owner_in
 
-    pod = kfp_pod(kwargs.get("kubeconfig"), kwargs.get("context"))
+    pod = kfp_pod(kwargs.get("connection") or Connection())
     if pod is None:
         return
     if wants_run and pod.run_id:

@@ -19,7 +19,7 @@ _SUPPORT = {
     "SyncInterrupted": "_sync", "TransferProgress": "_sync", "display_path": "_sync", "quoted_path": "_sync",
     "sync_report": "_sync", "threads_left_behind": "_sync",
     "namespace_prepare": "_admin", "pv_reuse": "_admin", "kfp_pod": "_identity", "owner_in": "_identity", "POST_MORTEM_DIR_ENV": "_restarts",
-    "target_namespace": "_train",
+    "target_namespace": "_train", "Connection": "_job_params",
 }
 # Each name's module: the steps' from the one list of steps (steps/registry.py). No module is
 # named like a function it exports: importing the module sets the package attribute of that
@@ -35,6 +35,9 @@ if TYPE_CHECKING:  # static types for `from volcano_pipelines.steps import ...` 
     from volcano_pipelines.steps._finish import (
         finish_run as finish_run,
         RunReport as RunReport,
+    )
+    from volcano_pipelines.steps._job_params import (
+        Connection as Connection,
     )
     from volcano_pipelines.steps._identity import (
         kfp_pod as kfp_pod,

@@ -6,11 +6,12 @@ through the generic client (k8s.client)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.kube.validate import check_dns_label, check_dns_subdomain
-from volcano_pipelines.steps.params import KubeContext, Kubeconfig
+from volcano_pipelines.k8s.connection import Connection
 
 __all__ = ["COPIED_FROM", "namespace_prepare", "pv_reuse", "reuse_claim_ref", "secret_copy"]
 
@@ -66,21 +67,15 @@ def _same_secret(a: dict[str, Any], b: dict[str, Any]) -> bool:
 # --- against the cluster ---------------------------------------------------------------------
 
 
-def _connect(kubeconfig: str | None, context: str | None) -> Any:
-    from volcano_pipelines.k8s.client import connect
-
-    return connect(kubeconfig, context)
-
-
-def pv_reuse(pv_name: str, claim: str, *, namespace: str | None = None, kubeconfig: Kubeconfig = None,
-             context: KubeContext = None) -> dict[str, Any]:
+def pv_reuse(pv_name: str, claim: str, *, namespace: str | None = None,
+             connection: Connection = Connection()) -> dict[str, Any]:
     from volcano_pipelines.k8s.errors import NotFound
 
     check_dns_subdomain("PV", pv_name)
     check_dns_subdomain("--for", claim)
     if namespace is not None:
         check_dns_label("--namespace", namespace)
-    cluster = _connect(kubeconfig, context)
+    cluster = connection.connect()
     namespace = namespace or cluster.namespace
     try:
         pv = cluster.to_dict(cluster.call(f"read PersistentVolume {pv_name}",
@@ -96,8 +91,8 @@ def pv_reuse(pv_name: str, claim: str, *, namespace: str | None = None, kubeconf
             "phase": (pv.get("status") or {}).get("phase", "")}
 
 
-def namespace_prepare(namespaces: list[str], pull_secret_from: str, *, kubeconfig: Kubeconfig = None,
-                      context: KubeContext = None) -> list[dict[str, Any]]:
+def namespace_prepare(namespaces: list[str], pull_secret_from: str, *,
+                      connection: Connection = Connection()) -> list[dict[str, Any]]:
     from volcano_pipelines.k8s.errors import Conflict, NotFound
 
     source_ns, sep, secret_name = pull_secret_from.partition("/")
@@ -107,7 +102,7 @@ def namespace_prepare(namespaces: list[str], pull_secret_from: str, *, kubeconfi
     check_dns_subdomain("--pull-secret-from", secret_name)
     for namespace in namespaces:
         check_dns_label("NAMESPACE", namespace)
-    cluster = _connect(kubeconfig, context)
+    cluster = connection.connect()
     core = cluster.core
     try:
         source = cluster.to_dict(cluster.call(f"read secret {pull_secret_from}",
@@ -116,7 +111,7 @@ def namespace_prepare(namespaces: list[str], pull_secret_from: str, *, kubeconfi
         raise InputError("--pull-secret-from", pull_secret_from, "an existing secret") from None
     for namespace in namespaces:  # all checked before anything is written
         try:
-            cluster.call(f"read namespace {namespace}", lambda ns=namespace: core.read_namespace(ns))
+            cluster.call(f"read namespace {namespace}", partial(core.read_namespace, namespace))
         except NotFound:
             raise InputError("NAMESPACE", namespace, "an existing namespace") from None
     out = []
@@ -127,18 +122,18 @@ def namespace_prepare(namespaces: list[str], pull_secret_from: str, *, kubeconfi
         copy = secret_copy(source, namespace)
         try:
             cluster.call(f"create secret {namespace}/{secret_name}",
-                         lambda ns=namespace, body=copy: core.create_namespaced_secret(ns, body))
+                         partial(core.create_namespaced_secret, namespace, copy))
             action = "created"
         except Conflict:
             existing = cluster.to_dict(cluster.call(
                 f"read secret {namespace}/{secret_name}",
-                lambda ns=namespace: core.read_namespaced_secret(secret_name, ns)))
+                partial(core.read_namespaced_secret, secret_name, namespace)))
             if _same_secret(existing, copy):
                 action = "unchanged"
             else:
                 copy["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
                 cluster.call(f"replace secret {namespace}/{secret_name}",
-                             lambda ns=namespace, body=copy: core.replace_namespaced_secret(secret_name, ns, body))
+                             partial(core.replace_namespaced_secret, secret_name, namespace, copy))
                 action = "updated"
         out.append({"namespace": namespace, "secret": secret_name, "action": action})
     return out

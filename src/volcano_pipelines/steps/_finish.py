@@ -22,7 +22,8 @@ from volcano_pipelines.backends.base import OnCancel
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.labels import TRAIN_STEP
 from volcano_pipelines.steps.registry import WHOLE, Output
-from volcano_pipelines.steps.params import KubeContext, Kubeconfig, check_types
+from volcano_pipelines.k8s.connection import Connection
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.status import FAILED_PHASES, SUCCEEDED_PHASES
 
@@ -135,8 +136,7 @@ def finish_run(
     pipeline_state: str = SUCCEEDED,
     error_message: str | None = None,
     namespace: str | None = None,
-    kubeconfig: Kubeconfig = None,
-    context: KubeContext = None,
+    connection: Connection = Connection(),
     on_failure: OnCancel = "delete",
     log_lines: int = 20,
 ) -> RunReport:
@@ -159,7 +159,6 @@ def finish_run(
     """
     check_types(finish_run, locals())
     from volcano_pipelines.k8s import volcano as k8s_volcano
-    from volcano_pipelines.k8s.client import connect
     from volcano_pipelines.postmortem.save import save_post_mortem
     from volcano_pipelines.steps._train import status
     from volcano_pipelines.backends.base import ON_CANCEL_CHOICES
@@ -168,13 +167,12 @@ def finish_run(
         raise InputError("run_id", run_id, "the run's identity (the KFP run id)")
     if on_failure not in ON_CANCEL_CHOICES:
         raise InputError("on_failure", on_failure, f"one of {', '.join(ON_CANCEL_CHOICES)}")
-    cluster = connect(kubeconfig, context)
+    cluster = connection.connect()
     namespace = namespace or cluster.namespace
     job = k8s_volcano.find_run_job(cluster, namespace, run_id, TRAIN_STEP)
     result: TrainResult | None = None
     if job is not None:
-        result = status(job["metadata"]["name"], namespace=namespace, kubeconfig=kubeconfig, context=context,
-                        log_lines=log_lines)
+        result = status(job["metadata"]["name"], namespace=namespace, connection=connection, log_lines=log_lines)
         if result.phase == "NotFound":  # deleted since it was found
             job, result = None, None
     decision = decide(pipeline_state, result.phase if result is not None else None)

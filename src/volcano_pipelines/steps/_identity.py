@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from volcano_pipelines.errors import VpipeError
+from volcano_pipelines.k8s.connection import Connection
 
 __all__ = ["KFP_POD_NAME_ENV", "KFP_RUN_ID_LABEL", "KfpPod", "kfp_pod", "owner_in", "workflow_owner"]
 
@@ -34,18 +35,17 @@ class KfpPod:
     workflow: str | None  # the run's Workflow as API_VERSION/KIND/NAME/UID (an `owner` value); None: none owns the pod
 
 
-def kfp_pod(kubeconfig: str | None = None, context: str | None = None) -> KfpPod | None:
+def kfp_pod(connection: Connection = Connection()) -> KfpPod | None:
     """The KFP pod this process runs in, read in the pod's namespace with the `list` on pods
     every step has. None outside a KFP pod ($KFP_POD_NAME unset) or when the pod cannot be
     read (said in the log)."""
-    from volcano_pipelines.k8s.client import connect
     from volcano_pipelines.k8s.pods import pod_metadata
 
     name = os.environ.get(KFP_POD_NAME_ENV)
     if not name:
         return None
     try:
-        cluster = connect(kubeconfig, context)
+        cluster = connection.connect()
     except VpipeError as err:
         log.warning("cannot read the KFP pod %s: %s", name, err)
         return None

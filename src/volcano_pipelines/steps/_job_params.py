@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from volcano_pipelines.backends.base import OnCancel
-from volcano_pipelines.steps.params import KubeContext, Kubeconfig, arg, declared, help_of
+from volcano_pipelines.k8s.connection import Connection
+from volcano_pipelines.steps.params import arg, declared
 from volcano_pipelines.volcano.spec import DEFAULT_TF_PORT, JobPolicy, JobTarget, Storage
 from volcano_pipelines.volcano.stalls import OnStall
 
-__all__ = ["ALL_GROUPS", "BACKENDS", "BackendName", "Code", "JobPolicy", "JobTarget", "MPICommand", "MPIShape", "Run", "Storage", "TFShape", "Tasks",
+__all__ = ["ALL_GROUPS", "BACKENDS", "BackendName", "Code", "Connection", "JobPolicy", "JobTarget", "MPICommand", "MPIShape", "Run", "Storage", "TFShape", "Tasks",
            "spec_params"]
 
 # Where a train step runs its job.
@@ -91,8 +92,7 @@ class Run:
 
     backend: BackendName = arg("cluster", "where the job runs: cluster (Kubernetes + Volcano) or local (processes "
                                           "on this machine)")
-    kubeconfig: str | None = arg(None, help_of(Kubeconfig))
-    context: str | None = arg(None, help_of(KubeContext))
+    connection: Connection = arg(Connection(), "the cluster the job goes to (its kubeconfig and context)")
     namespace: str | None = arg(None, "namespace of the job (default: the context's namespace, else default)")
     timeout: float | None = arg(None, "seconds to wait before the job is aborted and the step fails")
     on_cancel: OnCancel = arg("delete", "what SIGTERM / Ctrl-C does to the job: delete, abort or keep", pipeline=True)

@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from typing import Literal, get_args
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps.params import KubeContext, Kubeconfig, check_types
+from volcano_pipelines.k8s.connection import Connection
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.lifecycle import reap as rule
 from volcano_pipelines.lifecycle.sweep import ReapedUnit, ReapResult, Sweep
 from volcano_pipelines.progress import Progress
@@ -70,8 +71,7 @@ def reap(
     once: bool = False,
     dry_run: bool = False,
     timeout: float | None = None,
-    kubeconfig: Kubeconfig = None,
-    context: KubeContext = None,
+    connection: Connection = Connection(),
     progress: Progress | None = None,
 ) -> ReapResult:
     """Finish training jobs whose parameter servers still run after the work is done: when the
@@ -99,9 +99,7 @@ def reap(
     check_types(reap, locals())
     _check(job, selector, namespace, all_namespaces, grace, on_failure, completion_task, group_label,
            delete_deployment, delete_namespace, once, timeout)
-    from volcano_pipelines.k8s.client import connect
-
-    cluster = connect(kubeconfig, context)
+    cluster = connection.connect()
     scope_namespace = None if all_namespaces else (namespace or cluster.namespace)
     sweep = Sweep(cluster, namespace=scope_namespace, job=job, selector=selector, grace=float(grace),
                    on_failure=on_failure, completion_task=completion_task, group_label=group_label,

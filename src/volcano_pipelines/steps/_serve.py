@@ -22,7 +22,8 @@ from typing import Any, ClassVar, Literal, get_args
 from volcano_pipelines.deadline import Deadline
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.registry import WHOLE, Output
-from volcano_pipelines.steps.params import KubeContext, Kubeconfig, check_types
+from volcano_pipelines.k8s.connection import Connection
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.kube.serving import (
     GRPC_PORT,
     REST_PORT,
@@ -182,8 +183,7 @@ def serve(
     node_selector: Mapping[str, str] | None = None,
     tolerations: Sequence[str] | None = None,
     dry_run: bool = False,
-    kubeconfig: Kubeconfig = None,
-    context: KubeContext = None,
+    connection: Connection = Connection(),
     progress: Progress | None = None,
 ) -> ServeResult:
     """Serve the exported model with TF Serving and wait until the version is AVAILABLE;
@@ -281,9 +281,7 @@ def serve(
                        node_selector=dict(node_selector or {}), tolerations=tuple(parsed_tolerations),
                        progress_deadline_seconds=max(60, int(timeout)), istio_sidecar=istio_sidecar)
     if (target == "kserve" or dry_run) and namespace is None:  # where the real one would go: the context's
-        from volcano_pipelines.k8s.client import default_namespace
-
-        spec = replace(spec, namespace=default_namespace(kubeconfig, context))
+        spec = replace(spec, namespace=connection.default_namespace())
     if target == "kserve":
         return ServeResult(name=name, namespace=spec.namespace, model_name=model_name, succeeded=True, target=target,
                            manifests=[build_inference_service(spec)], warnings=warnings,
@@ -293,9 +291,7 @@ def serve(
                            manifests=build_serving(spec), warnings=warnings, message="dry run: nothing was created")
 
     from volcano_pipelines.k8s import apps
-    from volcano_pipelines.k8s.client import connect
-
-    cluster = connect(kubeconfig, context)
+    cluster = connection.connect()
     spec = replace(spec, namespace=namespace or cluster.namespace)
     ns = spec.namespace
     require_pvc(cluster, ns, "pvc", pvc)
@@ -316,7 +312,7 @@ def serve(
                                     timeout=timeout, on_change=progress.note)
     failure = None if rollout.done else f"rollout failed: {rollout.message}"
     if failure is None:
-        direct = rest_url or _in_cluster_url(name, ns, kubeconfig, context)
+        direct = rest_url or _in_cluster_url(name, ns, connection)
         fetch = _direct_fetch(direct) if direct else _proxy_fetch(cluster, ns, name)
         remaining = max(1.0, budget.remaining())
         model = wait_model_available(fetch, model_name, want, remaining, on_change=progress.note)
@@ -355,10 +351,10 @@ def _payload(text: str | None) -> dict[str, Any] | None:
     return value
 
 
-def _in_cluster_url(name: str, namespace: str, kubeconfig: str | None, context: str | None) -> str | None:
+def _in_cluster_url(name: str, namespace: str, connection: Connection) -> str | None:
     """Inside a pod (in-cluster configuration, as connect() would choose it) the Service is
     reached directly: no API server proxy, and no permission on services/proxy needed."""
-    if kubeconfig or context or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if not connection.in_cluster:
         return None
     return f"http://{name}.{namespace}.svc:{REST_PORT}"
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.labels import POD_NAME_ENV
-from volcano_pipelines.steps.params import KubeContext, Kubeconfig, check_types
+from volcano_pipelines.k8s.connection import Connection
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.transfer import engine
 from volcano_pipelines.transfer.durability import DEFAULT_DURABILITY, MODES
@@ -125,8 +126,7 @@ def sync(
     spread: bool = False,
     max_retry: int = 3,
     owner: str | None = None,
-    kubeconfig: Kubeconfig = None,
-    context: KubeContext = None,
+    connection: Connection = Connection(),
     progress: Progress | TransferProgress | None = None,
 ) -> SyncResult:
     """Copy new and changed files from `src` into the directory `dst`.
@@ -321,16 +321,15 @@ def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
     # The client files the copy pods need where this pod has them (explicit, or from the environment).
     carried = {"kerberos_keytab": args["kerberos_keytab"], "kerberos_ccache": args["kerberos_ccache"],
                "hadoop_conf_dir": args["hadoop_conf_dir"] or os.environ.get("HADOOP_CONF_DIR")}
-    found = destination_claim(args["dst"], args["dest_pvc"], args["dest_subpath"], args["image"], args["kubeconfig"],
-                              args["context"], {k: v for k, v in carried.items() if v})
+    found = destination_claim(args["dst"], args["dest_pvc"], args["dest_subpath"], args["image"], args["connection"],
+                              {k: v for k, v in carried.items() if v})
     pods = CopyPods(namespace=args["namespace"], claim=found.claim, subpath=found.subpath, image=found.image,
                     config=found.config,
                     queue=args["queue"], cpu=args["cpu"], memory=args["memory"],
                     node_selector=dict(args["node_selector"] or {}), tolerations=tuple(tolerations),
                     spread=args["spread"], max_retry=args["max_retry"],
                     owner=copy_job_owner(args["owner"], found, args["namespace"]),
-                    kubeconfig=args["kubeconfig"],
-                    context=args["context"])
+                    connection=args["connection"])
     return {"run_id": run_id, "job_name": copy_job_name(run_id), "launcher": launcher(pods)}
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.images import RUNTIME_IMAGE
+from volcano_pipelines.k8s.connection import Connection
 from volcano_pipelines.kube.podspec import mounted_claim, mounted_config
 from volcano_pipelines.labels import POD_NAME_ENV
 from volcano_pipelines.progress import LineProgress
@@ -48,8 +49,7 @@ class CopyPods:
     spread: bool = False
     max_retry: int = 3
     owner: str | None = None  # API_VERSION/KIND/NAME/UID in the job's namespace (KFP: the run's Workflow)
-    kubeconfig: str | None = None
-    context: str | None = None
+    connection: Connection = Connection()
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,8 @@ class FromStepPod:
     pod_workflow: str | None = None  # the step pod's Workflow as API_VERSION/KIND/NAME/UID
 
 
-def destination_claim(dst: str, claim: str | None, subpath: str | None, image: str | None, kubeconfig: str | None,
-                      context: str | None, files: Mapping[str, str] | None = None) -> FromStepPod:
+def destination_claim(dst: str, claim: str | None, subpath: str | None, image: str | None, connection: Connection,
+                      files: Mapping[str, str] | None = None) -> FromStepPod:
     """The copy pods' claim, image and client files: as given, else read from the step's own pod
     ($VPIPE_POD_NAME: the KFP and Argo step pods): the claim it mounts at or above `dst`, the
     image of the container that mounts it (a runtime image named at compile time reaches the
@@ -81,10 +81,9 @@ def destination_claim(dst: str, claim: str | None, subpath: str | None, image: s
     if not pod_name:
         raise InputError("dest_pvc", claim, "the PersistentVolumeClaim mounted at DST, for the copy pods (with workers > 1 "
                                             f"outside a step pod, where ${POD_NAME_ENV} names the pod that mounts it)")
-    from volcano_pipelines.k8s.client import connect
     from volcano_pipelines.k8s.pods import pod_object
 
-    cluster = connect(kubeconfig, context)
+    cluster = connection.connect()
     pod = pod_object(cluster, cluster.namespace, pod_name) or {}
     found = mounted_claim(pod, _normal(dst))
     if not claim and found is None:
@@ -141,11 +140,10 @@ def launcher(pods: CopyPods) -> Any:
 
     def launch(record: RunRecord) -> str | None:
         from volcano_pipelines.backends.cluster import ClusterBackend
-        from volcano_pipelines.k8s.client import connect
         from volcano_pipelines.steps._follow import FollowPolicy
         from volcano_pipelines.steps._waiting import WaitPolicy, run
 
-        backend = ClusterBackend(connect(pods.kubeconfig, pods.context))
+        backend = ClusterBackend(pods.connection.connect())
         manifest = copy_job_manifest(pods, record, pods.namespace or backend.cluster.namespace)
         policy = WaitPolicy(on_cancel="delete", on_pod_deleted="keep", follow=FollowPolicy.every(0))
         try:

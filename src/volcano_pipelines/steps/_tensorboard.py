@@ -14,7 +14,8 @@ from typing import Any, ClassVar, Literal, get_args
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps._service_checks import check_common, require_pvc
 from volcano_pipelines.steps.registry import WHOLE, Output
-from volcano_pipelines.steps.params import KubeContext, Kubeconfig, check_types
+from volcano_pipelines.k8s.connection import Connection
+from volcano_pipelines.steps.params import check_types
 from volcano_pipelines.kube.tensorboard import (
     STEP,
     TENSORBOARD_IMAGE,
@@ -108,8 +109,7 @@ def tensorboard(
     timeout: float = 300,
     wait: bool = True,
     dry_run: bool = False,
-    kubeconfig: Kubeconfig = None,
-    context: KubeContext = None,
+    connection: Connection = Connection(),
     progress: Progress | None = None,
 ) -> TensorboardResult:
     """Start (or update) TensorBoard over the training logs and report the URL to open: a
@@ -188,17 +188,13 @@ def tensorboard(
     )
     if dry_run:
         if namespace is None:  # where the real one would go: the context's namespace
-            from volcano_pipelines.k8s.client import default_namespace
-
-            spec = replace(spec, namespace=default_namespace(kubeconfig, context))
+            spec = replace(spec, namespace=connection.default_namespace())
         return TensorboardResult(name=name, namespace=spec.namespace, url=None, ready=False, service_type=service_type,
                                  owner_job=job, expires_at=spec.expires_at, manifests=build_tensorboard(spec),
                                  message="dry run: nothing was created")
 
     from volcano_pipelines.k8s import apps
-    from volcano_pipelines.k8s.client import connect
-
-    cluster = connect(kubeconfig, context)
+    cluster = connection.connect()
     spec = replace(spec, namespace=namespace or cluster.namespace)
     require_pvc(cluster, spec.namespace, "log_pvc", log_pvc)
     if job is not None:

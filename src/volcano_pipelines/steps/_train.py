@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.k8s.connection import Connection
 from volcano_pipelines.kube.validate import check_positive_seconds
 from volcano_pipelines.progress import Progress  # at run time: front ends read the type hints
 from volcano_pipelines.steps import _train_spec as train_spec
@@ -29,7 +30,7 @@ from volcano_pipelines.steps._job_params import (
     Tasks,
     TFShape,
 )
-from volcano_pipelines.steps.params import KubeContext, Kubeconfig, bind, check_types, declare, declared, extend_signature
+from volcano_pipelines.steps.params import bind, check_types, declare, declared, extend_signature
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.stalls import ON_STALL_CHOICES, with_stall_timeout
@@ -98,8 +99,7 @@ def status(
     name: str,
     *,
     namespace: str | None = None,
-    kubeconfig: Kubeconfig = None,
-    context: KubeContext = None,
+    connection: Connection = Connection(),
     log_lines: int = 20,
     post_mortem: bool = False,
     local_dir: str | None = None,
@@ -129,8 +129,8 @@ def status(
         if given is not None and not given.strip():  # Path("") is ".": not what was meant (as train refuses it)
             raise InputError(field, given, "a directory path (not empty)")
     if post_mortem or local_dir is not None or local_log_dir is not None:  # a local job leaves only its record
-        return _saved_record(name, namespace, kubeconfig, context, _record_places(local_dir, local_log_dir))
-    cluster_backend = _cluster_backend(kubeconfig, context)
+        return _saved_record(name, namespace, connection, _record_places(local_dir, local_log_dir))
+    cluster_backend = _cluster_backend(connection)
     namespace = namespace or cluster_backend.cluster.namespace
     return job_result(cluster_backend, namespace, name, log_lines)
 
@@ -197,14 +197,14 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
     # Every task learns the stall timeout (its heartbeats and the coordinator's scan follow it).
     manifest = with_stall_timeout(render(name, namespace=namespace or "default", **arguments), stall_timeout)
     if run["dry_run"] and namespace is None and backend == "cluster":  # where the real one would go
-        manifest = with_stall_timeout(render(name, namespace=target_namespace(run["kubeconfig"], run["context"]),
-                                             **arguments), stall_timeout)
+        manifest = with_stall_timeout(render(name, namespace=target_namespace(run["connection"]), **arguments),
+                                      stall_timeout)
     if run["dry_run"]:
         meta = manifest["metadata"]
         return TrainResult(name=meta["name"], namespace=meta["namespace"], run_id=arguments["run_id"], phase="DryRun",
                            succeeded=True, backend=backend, message="dry run: nothing was created", manifest=manifest)
-    target = _backend(backend, run["kubeconfig"], run["context"], run["local_dir"], run["local_data_dir"],
-                      run["local_log_dir"], progress or Progress())
+    target = _backend(backend, run["connection"], run["local_dir"], run["local_data_dir"], run["local_log_dir"],
+                      progress or Progress())
     if backend == "cluster":
         target.submit_timeout = timeout  # type: ignore[attr-defined]  # --timeout covers submission too
     if namespace is None and backend == "cluster":  # the context's namespace, read now
@@ -223,16 +223,14 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
         return run_job(target, manifest, policy, progress)
 
 
-def target_namespace(kubeconfig: Kubeconfig = None, context: KubeContext = None) -> str:
+def target_namespace(connection: Connection = Connection()) -> str:
     """The namespace a job given none is sent to (what a dry run and `vpipe render` show): the
     kubeconfig context's, the pod's own inside a cluster, else `default`; read without
     connecting, as the submission reads it (without loading the Kubernetes client). A named
     kubeconfig that does not exist, or a named context it lacks, is refused as the submission
     would refuse it."""
-    from volcano_pipelines.k8s.kubeconfig import check_named, default_namespace
-
-    check_named(kubeconfig, context)
-    return default_namespace(kubeconfig, context)
+    connection.check()
+    return connection.default_namespace()
 
 
 def _record_places(local_dir: str | None, local_log_dir: str | None) -> list[Path]:
@@ -249,8 +247,7 @@ def _record_places(local_dir: str | None, local_log_dir: str | None) -> list[Pat
     return [(logs / "post-mortem").absolute()]
 
 
-def _saved_record(name: str, namespace: str | None, kubeconfig: str | None, context: str | None,
-                  places: list[Path]) -> TrainResult:
+def _saved_record(name: str, namespace: str | None, connection: Connection, places: list[Path]) -> TrainResult:
     """Job `name` as its saved post-mortem record tells it: the first of `places` that holds
     it. Without a record, phase NotFound with a message that tells a wrong namespace (the job
     has records in another) from a wrong name (no job of that name has one)."""
@@ -263,7 +260,7 @@ def _saved_record(name: str, namespace: str | None, kubeconfig: str | None, cont
             raise InputError("namespace", None, f"one of {', '.join(found)}: job {name} has a post-mortem record "
                                                 "in each of these namespaces (give -n)")
         # The one namespace holding a record needs no kubeconfig; with none, where a job would go.
-        namespace = found[0] if found else target_namespace(kubeconfig, context)
+        namespace = found[0] if found else target_namespace(connection)
     for place in places:
         if record_paths(namespace, name, place)[0].is_file():
             return saved_result(namespace, name, place)
@@ -280,15 +277,14 @@ def _saved_record(name: str, namespace: str | None, kubeconfig: str | None, cont
                        message=f"no post-mortem record of job {namespace}/{name} ({looked} exists): {why}")
 
 
-def _cluster_backend(kubeconfig: str | None, context: str | None) -> ClusterBackend:
+def _cluster_backend(connection: Connection) -> ClusterBackend:
     from volcano_pipelines.backends.cluster import ClusterBackend
-    from volcano_pipelines.k8s.client import connect
 
-    return ClusterBackend(connect(kubeconfig, context))
+    return ClusterBackend(connection.connect())
 
 
-def _backend(name: str, kubeconfig: str | None, context: str | None, local_dir: str | None,
-             local_data_dir: str | None, local_log_dir: str | None, progress: Progress) -> Backend:
+def _backend(name: str, connection: Connection, local_dir: str | None, local_data_dir: str | None,
+             local_log_dir: str | None, progress: Progress) -> Backend:
     if name == "local":
         from volcano_pipelines.backends.local import LocalBackend
 
@@ -296,4 +292,4 @@ def _backend(name: str, kubeconfig: str | None, context: str | None, local_dir: 
         # stays alone on stdout; above a live display; nowhere with -q).
         return LocalBackend(local_dir if local_dir is not None else os.path.join(os.getcwd(), LOCAL_DIR),
                             local_data_dir, local_log_dir, output=progress.output)
-    return _cluster_backend(kubeconfig, context)
+    return _cluster_backend(connection)

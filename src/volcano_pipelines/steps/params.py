@@ -15,37 +15,19 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from volcano_pipelines.declaration import Doc, arg
 from volcano_pipelines.errors import InputError
 
-__all__ = ["NOT_FRONT_END", "Doc", "Help", "KubeContext", "Kubeconfig", "Param", "arg", "bind", "check_types", "choices",
-           "container", "declare", "declared", "describe", "extend_signature", "help_of", "item_hint", "optional", "params",
+__all__ = ["NOT_FRONT_END", "Doc", "Param", "arg", "bind", "check_types", "choices", "container", "declare", "declared",
+           "describe", "extend_signature", "gather", "group_fields", "grouped", "is_group", "item_hint", "optional", "params",
            "scalar_type", "strip_none"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+G = TypeVar("G")
 # Python-only arguments: objects, not values a pipeline can pass.
 NOT_FRONT_END = frozenset({"progress"})
-
-
-@dataclass(frozen=True)
-class Help:
-    """The help of a parameter many steps take, declared once with its type
-    (`Annotated[str | None, Help(...)]`); `params` gives it to a step parameter of that type
-    whose docstring has no entry of its own."""
-
-    text: str
-
-
-# The connection every cluster step takes.
-Kubeconfig = Annotated[str | None, Help("kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)")]
-KubeContext = Annotated[str | None, Help("kubeconfig context")]
-
-
-def help_of(hint: Any) -> str:
-    """The Help declared on an Annotated type ('' when none)."""
-    return next((item.text for item in getattr(hint, "__metadata__", ()) if isinstance(item, Help)), "")
 
 
 @dataclass(frozen=True)
@@ -142,23 +124,61 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     return typing.get_type_hints(fn)
 
 
-@functools.cache
-def _declared_help(fn: Callable[..., Any]) -> dict[str, str]:
-    """The help its type declares (Kubeconfig, KubeContext), per parameter of `fn`."""
-    hints = typing.get_type_hints(fn, include_extras=True)
-    return {name: text for name, hint in hints.items() if (text := help_of(hint))}
-
-
 def params(fn: Callable[..., Any]) -> list[Param]:
-    """The front-end parameters of a step, in signature order, each with its type and help."""
-    docs = {**_declared_help(fn), **_arg_docs(fn)}
+    """The front-end parameters of a step, in signature order, each with its type and help; a
+    parameter group (`connection: Connection`) is spread into its fields where it stands."""
+    docs = _arg_docs(fn)
     hints = _hints(fn)
-    out = []
+    out: list[Param] = []
     for p in inspect.signature(fn).parameters.values():
         if p.name in NOT_FRONT_END or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
             continue
+        hint = hints.get(p.name, Any)
+        if is_group(hint):
+            out.extend(Param(name, field_hint, default, False, doc.help)
+                       for name, field_hint, default, doc in group_fields(hint))
+            continue
         required = p.default is p.empty
-        out.append(Param(p.name, hints.get(p.name, Any), None if required else p.default, required, docs.get(p.name, "")))
+        out.append(Param(p.name, hint, None if required else p.default, required, docs.get(p.name, "")))
+    return out
+
+
+# --- a parameter group passed whole ----------------------------------------------------------
+# A step takes a group every step shares (the cluster connection) as one parameter of the
+# group's type; the front ends show its fields as flat inputs (`params`), and `grouped` turns
+# the flat values they collect back into the step's arguments.
+
+def is_group(hint: Any) -> TypeGuard[type]:
+    """A parameter group: a dataclass whose every field is declared (`arg`)."""
+    return (isinstance(hint, type) and dataclasses.is_dataclass(hint)
+            and all("vpipe" in item.metadata for item in dataclasses.fields(hint)))
+
+
+@functools.cache
+def group_fields(group: Any) -> tuple[tuple[str, Any, Any, Doc], ...]:
+    """(name, type hint, default, Doc) of each field of a group."""
+    hints = typing.get_type_hints(group)
+    return tuple((item.name, hints[item.name], item.default, item.metadata["vpipe"]) for item in dataclasses.fields(group))
+
+
+def gather(group: type[G], values: Mapping[str, Any]) -> G:
+    """The group of the fields `values` holds (a front end's flat values; None: the default)."""
+    names = [item.name for item in dataclasses.fields(typing.cast(Any, group))]
+    given = {name: values[name] for name in names if values.get(name) is not None}
+    return group(**given)
+
+
+def grouped(fn: Callable[..., Any], flat: Mapping[str, Any]) -> dict[str, Any]:
+    """Flat front-end values (kubeconfig=..., context=...) as the arguments of `fn`: the fields
+    of each group parameter gathered into the group (the others as they are)."""
+    out = dict(flat)
+    hints = _hints(fn)
+    for name in inspect.signature(fn).parameters:
+        group = hints.get(name)
+        if is_group(group):
+            fields = {field: out.pop(field) for field, _, _, _ in group_fields(group) if field in out}
+            if fields and name not in out:
+                out[name] = group(**fields)
     return out
 
 
@@ -214,12 +234,7 @@ def _entry_indent(doc: str) -> str:
 @functools.cache
 def declared(*groups: type) -> tuple[tuple[str, Any, Any, Doc], ...]:
     """(name, type hint, default, Doc) of every field of `groups`, in order (read once)."""
-    out = []
-    for group in groups:
-        hints = typing.get_type_hints(group)
-        for item in dataclasses.fields(group):
-            out.append((item.name, hints[item.name], item.default, item.metadata["vpipe"]))
-    return tuple(out)
+    return tuple(item for group in groups for item in group_fields(group))
 
 
 def declare(*groups: type, kind: str = "") -> Callable[[F], F]:
@@ -355,5 +370,10 @@ def check_types(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> None:
             continue
         if name in declared_params and value is declared_params[name].default:
             continue  # the declared default (the common case): nothing to check
-        if not _accepts(value, hints[name]):
+        if is_group(hints[name]) and isinstance(value, hints[name]):
+            for field, field_hint, default, _ in group_fields(hints[name]):
+                item = getattr(value, field)
+                if item is not default and not _accepts(item, field_hint):
+                    raise InputError(field, item, describe(field_hint))
+        elif not _accepts(value, hints[name]):
             raise InputError(name, value, describe(hints[name]))

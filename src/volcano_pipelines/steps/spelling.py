@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from volcano_pipelines.steps.params import Param, container, item_hint, strip_none
+from volcano_pipelines.k8s.connection import Connection
+from volcano_pipelines.steps.params import Param, container, group_fields, item_hint, strip_none
 
-__all__ = ["FLAT_SPELLING", "RUN_PARAMS", "SPELLING", "WORKER_ALIASES", "FlagSpec", "flag_spec", "long_flag",
+__all__ = ["CONNECTION_PARAMS", "FLAT_SPELLING", "RUN_PARAMS", "SPELLING", "WORKER_ALIASES", "FlagSpec", "flag_spec", "long_flag",
            "per_task"]
 
 
@@ -56,8 +57,10 @@ FLAT_SPELLING: dict[str, FlagSpec] = {
 # What only the local backend reads: the pipeline front ends (KFP components, Argo templates)
 # always run in a cluster and leave these out of their forms.
 LOCAL_BACKEND_PARAMS = frozenset({"backend", "local_dir", "local_data_dir", "local_log_dir"})
-RUN_PARAMS = frozenset({"backend", "kubeconfig", "context", "timeout", "on_cancel", "dry_run", "log_lines", "local_dir",
-                        "local_data_dir", "local_log_dir"})
+# The connection's fields, as the front ends show them (flat).
+CONNECTION_PARAMS = frozenset(name for name, _, _, _ in group_fields(Connection))
+RUN_PARAMS = CONNECTION_PARAMS | {"backend", "timeout", "on_cancel", "dry_run", "log_lines", "local_dir", "local_data_dir",
+                                  "local_log_dir"}
 # Per-task flags users know from the old launchers: --cpu-per-worker is --worker-cpu.
 WORKER_ALIASES = {"cpu": "--cpu-per-worker", "memory": "--memory-per-worker", "gpus": "--gpus-per-worker"}
 _PER_TASK_KINDS = ("task_pairs", "task_list", "task_value")

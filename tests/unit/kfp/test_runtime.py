@@ -11,13 +11,15 @@ import pytest
 from tests.helpers.kfp_runtime import Markdown, Metrics, _outputs
 from volcano_pipelines.kfp.runtime import run_step, step_arguments, step_function
 from volcano_pipelines.kfp.specs import COMPONENTS
+from volcano_pipelines.steps import Connection
 from volcano_pipelines.steps._train import train_tf
 
 
 def test_empty_ui_values_mean_not_set_only_where_the_default_is_none() -> None:
     got = step_arguments(train_tf, {"name": "m", "image": "", "args": [], "env": {}, "queue": "", "entry": "",
                                     "kubeconfig": "", "gpus": {"worker": 1.0, "": 2}, "workers": 3.0, "ttl": 60})
-    assert got["image"] is None and got["args"] is None and got["env"] is None and got["kubeconfig"] is None
+    assert got["image"] is None and got["args"] is None and got["env"] is None
+    assert got["connection"] == Connection() and "kubeconfig" not in got  # the connection's fields as its group
     # Defaults that are not None keep what was given (the step decides whether '' is valid).
     assert got["queue"] == "" and got["entry"] == ""
     assert got["gpus"] == {"worker": 1, "": 2} and isinstance(got["gpus"]["worker"], int)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from volcano_pipelines.kfp import runtime
+from volcano_pipelines.steps import Connection
 from volcano_pipelines.steps._identity import KfpPod
 
 WORKFLOW = "argoproj.io/v1alpha1/Workflow/run-abc/0f9c-uid"
@@ -21,23 +22,24 @@ def step(run_id: str | None = None, owner: str | None = None, namespace: str | N
 
 
 def filled(monkeypatch: pytest.MonkeyPatch, pod: KfpPod | None, **given: Any) -> dict[str, Any]:
-    seen: list[tuple[Any, Any]] = []
+    seen: list[Connection] = []
 
-    def fake(kubeconfig: str | None = None, context: str | None = None) -> KfpPod | None:
-        seen.append((kubeconfig, context))
+    def fake(connection: Connection) -> KfpPod | None:
+        seen.append(connection)
         return pod
 
     monkeypatch.setattr("volcano_pipelines.steps.kfp_pod", fake, raising=False)
     kwargs = dict(given)
     runtime._from_kfp_pod(step, kwargs)
     if seen:
-        assert seen == [(given.get("kubeconfig"), given.get("context"))]
+        assert seen == [given.get("connection", Connection())]
     return kwargs
 
 
 def test_empty_run_id_and_owner_come_from_the_pod(monkeypatch: pytest.MonkeyPatch) -> None:
     pod = KfpPod("team-a", "step-pod", "run-77", WORKFLOW)
-    assert filled(monkeypatch, pod, kubeconfig="/k") == {"kubeconfig": "/k", "run_id": "run-77", "owner": WORKFLOW}
+    assert filled(monkeypatch, pod, connection=Connection("/k")) == {"connection": Connection("/k"), "run_id": "run-77",
+                                                                     "owner": WORKFLOW}
     assert filled(monkeypatch, pod, namespace="team-a") == {"namespace": "team-a", "run_id": "run-77",
                                                             "owner": WORKFLOW}
 

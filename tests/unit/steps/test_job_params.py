@@ -13,7 +13,7 @@ import pytest
 from volcano_pipelines.cli import main
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps import render_mpi, render_tf, train_mpi, train_tf
-from volcano_pipelines.steps._job_params import ALL_GROUPS, Run, spec_params
+from volcano_pipelines.steps._job_params import ALL_GROUPS, Connection, Run, spec_params
 from volcano_pipelines.steps._train_spec import param_for
 from volcano_pipelines.steps.params import declared, params
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, Storage
@@ -46,7 +46,8 @@ def test_signatures_and_docstrings_come_from_the_declarations() -> None:
     for step in (render_tf, render_mpi, train_tf, train_mpi):
         taken = {p.name: p for p in params(step)}
         assert all(p.help for p in taken.values()), step.__name__
-        assert set(taken) <= {"name", *names, *(n for n, _, _, _ in declared(Run))}
+        # Run's connection group is spread into its fields (kubeconfig, context).
+        assert set(taken) <= {"name", *names, *(n for n, _, _, _ in declared(Run, Connection))}
     assert inspect.signature(render_tf).parameters["workers"].default == 1
     assert inspect.signature(render_mpi).parameters["workers"].default == 2
     mpi_help = {p.name: p.help for p in params(render_mpi)}

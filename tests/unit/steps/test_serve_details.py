@@ -19,6 +19,7 @@ from volcano_pipelines.k8s import apps
 from volcano_pipelines.k8s import client as k8s_client
 from volcano_pipelines.kube.rollout import Rollout
 from volcano_pipelines.kube.serving import REST_PORT
+from volcano_pipelines.steps import Connection
 from volcano_pipelines.steps import _serve as serving
 from volcano_pipelines.steps._serve import (
     _direct_fetch,
@@ -212,11 +213,11 @@ def test_an_empty_answer_is_not_available() -> None:
 
 def test_in_cluster_url_only_inside_a_pod_without_an_explicit_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    assert _in_cluster_url("m", "ns", None, None) is None
+    assert _in_cluster_url("m", "ns", Connection()) is None
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
-    assert _in_cluster_url("m", "ns", None, None) == f"http://m.ns.svc:{REST_PORT}"
-    assert _in_cluster_url("m", "ns", "/kubeconfig", None) is None
-    assert _in_cluster_url("m", "ns", None, "ctx") is None
+    assert _in_cluster_url("m", "ns", Connection()) == f"http://m.ns.svc:{REST_PORT}"
+    assert _in_cluster_url("m", "ns", Connection(kubeconfig="/kubeconfig")) is None
+    assert _in_cluster_url("m", "ns", Connection(context="ctx")) is None
 
 
 def test_without_a_url_outside_a_cluster_the_api_servers_proxy_is_used(fake, export: Path,  # type: ignore[no-untyped-def]
@@ -242,7 +243,7 @@ def test_inside_a_pod_the_service_is_asked_directly(fake, export: Path, monkeypa
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     monkeypatch.setattr(apps, "proxy_request", lambda *a, **k: pytest.fail("the proxy was used inside a pod"))
     with standin("model", [(200, status_body((2, "AVAILABLE")))]) as tfs:
-        monkeypatch.setattr(serving, "_in_cluster_url", lambda name, ns, kubeconfig, context: tfs.url + "/")
+        monkeypatch.setattr(serving, "_in_cluster_url", lambda name, ns, connection: tfs.url + "/")
         result = serve("model", pvc="logs", model_dir_local=str(export), timeout=5)
     assert result.succeeded and tfs.requests == [("GET", "/v1/models/model", None)], result.message
 

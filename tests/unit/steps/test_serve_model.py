@@ -25,6 +25,7 @@ from volcano_pipelines.lifecycle.tfserving import (
     parse_model_status,
     versions_to_prune,
 )
+from volcano_pipelines.steps import Connection
 from volcano_pipelines.steps._serve import (
     _direct_fetch,
     _prune,
@@ -228,6 +229,6 @@ def test_dry_run_and_kserve_render_without_a_cluster(tmp_path: Path, capsys: pyt
     result = json.loads(capsys.readouterr().out)
     kinds = [m["kind"] for m in result["manifests"]]
     assert kinds == ["Deployment", "Service"] and result["succeeded"]
-    result = serve("m", pvc="logs", gpus=1, target="kserve", kubeconfig="/nonexistent")
+    result = serve("m", pvc="logs", gpus=1, target="kserve", connection=Connection("/nonexistent"))
     [isvc] = result.manifests or []
     assert isvc["spec"]["predictor"]["tensorflow"]["runtimeVersion"].endswith("-gpu")

@@ -24,6 +24,7 @@ from tests.unit.kube.tfserving_standin import standin, status_body
 from volcano_pipelines.k8s import apps
 from volcano_pipelines.kube.serving import REST_PORT, selector
 from volcano_pipelines.lifecycle.tfserving import ModelStatus
+from volcano_pipelines.steps import Connection
 from volcano_pipelines.steps import _serve as serving
 from volcano_pipelines.steps._serve import _direct_fetch, local_listing, serve, wait_model_available
 
@@ -89,7 +90,7 @@ def test_every_call_goes_to_the_cluster_of_the_given_config(fake, export: Path) 
     notes = Notes()
     with standin("mnist", [(200, status_body((2, "AVAILABLE")))]) as tfs:
         result = serve("model", pvc="logs", model_name="mnist", rest_url=tfs.url, model_dir_local=str(export),
-                       kubeconfig="/home/me/kubeconfig", context="lab", timeout=5, progress=notes)
+                       connection=Connection("/home/me/kubeconfig", "lab"), timeout=5, progress=notes)
     assert result.succeeded and (result.name, result.model_name) == ("model", "mnist"), result.message
     assert api.connected == [("/home/me/kubeconfig", "lab")]
     assert ("get", "PersistentVolumeClaim", "ns", "logs") in api.calls and ("get", "Deployment", "ns", "model") in api.calls
@@ -140,7 +141,7 @@ def test_inside_a_pod_the_url_is_the_services_unless_a_config_is_given(fake, exp
     answer = (200, json.dumps(status_body((2, "AVAILABLE"))))
     monkeypatch.setattr(serving, "_direct_fetch", lambda base: bases.append(base) or (lambda *_: answer))
     monkeypatch.setattr(apps, "proxy_request", lambda *_a, **_k: answer)
-    assert serve("model", pvc="logs", model_dir_local=str(export), timeout=5, **config).succeeded
+    assert serve("model", pvc="logs", model_dir_local=str(export), timeout=5, connection=Connection(**config)).succeeded
     assert bases == ([direct] if direct else [])
 
 

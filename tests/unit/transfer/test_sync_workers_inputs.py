@@ -10,7 +10,7 @@ import pytest
 
 from volcano_pipelines.cli import main
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps import sync
+from volcano_pipelines.steps import Connection, sync
 
 SRC = "webhdfs://127.0.0.1:9/data"  # never reached: every case fails before
 
@@ -147,7 +147,7 @@ def test_the_step_pod_is_read_for_its_workflow_and_namespace(monkeypatch: pytest
     monkeypatch.setenv("VPIPE_POD_NAME", "sync-pod")
     monkeypatch.setattr("volcano_pipelines.k8s.client.connect", lambda *a: SimpleNamespace(namespace="team-a"))
     monkeypatch.setattr("volcano_pipelines.k8s.pods.pod_object", lambda cluster, ns, name: _step_pod(owners))
-    found = _sync_workers.destination_claim("/data/ds", None, None, None, None, None)
+    found = _sync_workers.destination_claim("/data/ds", None, None, None, Connection())
     assert (found.claim, found.subpath, found.image) == ("data", "ds", "registry.example/vpipe:1")
     assert (found.pod_namespace, found.pod_workflow) == ("team-a", workflow)
 
@@ -172,7 +172,7 @@ def test_outside_a_step_pod_the_copy_job_has_no_owner_but_the_one_given(monkeypa
     from volcano_pipelines.steps._sync_workers import copy_job_owner, destination_claim
 
     monkeypatch.delenv("VPIPE_POD_NAME", raising=False)
-    found = destination_claim("/mnt/ds", "data", None, None, None, None)
+    found = destination_claim("/mnt/ds", "data", None, None, Connection())
     assert (found.pod_namespace, found.pod_workflow) == (None, None)
     assert copy_job_owner(None, found, None) is None
     assert copy_job_owner(WORKFLOW, found, "x") == WORKFLOW
