@@ -266,6 +266,7 @@ def main() -> int:
     ap.add_argument("--hdfs-native", default="stock",
                     help="vpipe's hdfs-native for hdfs:// rows, comma-separated: stock (this environment's), patched "
                          "(images/hdfs-native/, '-patched' rows)")
+    ap.add_argument("--cases", default="a,b,c", help="the cases to run, comma-separated (c re-syncs b's copies: needs b)")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes, one run each: checks that every tool and every row still works (CI)")
     args = ap.parse_args()
@@ -284,6 +285,9 @@ def main() -> int:
     if args.pin and (os.cpu_count() or 1) < 2:
         ap.error("--pin needs two CPUs")
     web_modes = [m for m in args.webhdfs.split(",") if m]
+    cases = [c for c in args.cases.split(",") if c]
+    if not cases or set(cases) - {"a", "b", "c"} or ("c" in cases and "b" not in cases):
+        ap.error("--cases: a, b and c, comma-separated; c needs b")
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="vpipe-bench-"))
     load_start = os.getloadavg()
@@ -305,8 +309,10 @@ def main() -> int:
         large_size = (args.large_total_mib << 20) // args.large_files
         small_size = args.small_kib << 10
         print(f"populating HDFS: {args.large_files} x {large_size >> 20} MiB, {args.small_files} x {args.small_kib} KiB", flush=True)
-        populate(hdfs, "/bench/large", args.large_files, large_size, per_dir=args.large_files)
-        populate(hdfs, "/bench/small", args.small_files, small_size, per_dir=args.small_per_dir)
+        if "a" in cases:
+            populate(hdfs, "/bench/large", args.large_files, large_size, per_dir=args.large_files)
+        if "b" in cases:
+            populate(hdfs, "/bench/small", args.small_files, small_size, per_dir=args.small_per_dir)
         shapes = {"a": (args.large_files, args.large_files * large_size), "b": (args.small_files, args.small_files * small_size)}
 
         env = dict(os.environ)
@@ -359,6 +365,8 @@ def main() -> int:
             order = list(tools)
             order = order[rep % len(order):] + order[: rep % len(order)]  # no tool always goes first
             for case, src in (("a", "/bench/large"), ("b", "/bench/small")):
+                if case not in cases:
+                    continue
                 for tool in order:
                     if case != "a" and tool in only_a:
                         continue
@@ -380,9 +388,9 @@ def main() -> int:
                 record("raw", name, run)
         # (c): each tool re-syncs its own finished copy of (b); the first run after a copy
         # is reported apart (vpipe reads every directory it just wrote and saves the scan cache).
-        c_tools = [t for t in tools if t != "seq" and t not in only_a]
+        c_tools = [t for t in tools if t != "seq" and t not in only_a] if "c" in cases else []
         first_c: dict[str, float] = {}
-        for rep in range(args.repeat + 1):
+        for rep in range(args.repeat + 1 if c_tools else 0):
             for tool in c_tools:
                 dst = mount / f"b-{tool}"
                 cmd = tools[tool]("/bench/small", dst)
@@ -413,7 +421,7 @@ def main() -> int:
         print("pinned: HDFS JVM and GlusterFS brick on CPU 0; the copier, dd and the FUSE client on CPU 1" if args.pin
               else "not pinned: every process on both CPUs")
         print("hdfs-native: " + ", ".join(f"{b} ({p})" for b, p in paths.items()) + "; '-patched' rows: images/hdfs-native/")
-        print(f"sizes: (a) {args.large_files} x {large_size >> 20} MiB, (b) {args.small_files} x {args.small_kib} KiB in "
+        print(f"cases: {', '.join(cases)}; sizes: (a) {args.large_files} x {large_size >> 20} MiB, (b) {args.small_files} x {args.small_kib} KiB in "
               f"directories of {args.small_per_dir}; {args.repeat} interleaved run(s) per tool and case; "
               f"vpipe: {' '.join(vpipe[len(copier_cpu) + 1:])} (--transfers {args.vpipe_transfers or 'default'})")
         print(f"load average (1/5/15 min): at the start {load_start[0]:.1f} {load_start[1]:.1f} {load_start[2]:.1f}, "
@@ -460,7 +468,7 @@ def main() -> int:
             print("\n(c) first no-op run after the copy: " + ", ".join(f"{t} {s:.2f}s" for t, s in first_c.items()))
         if profile.on:
             print("\nbrick operations per file, by type (median run):")
-            for case in ("b", "c"):
+            for case in [c for c in ("b", "c") if c in cases]:
                 files = shapes["b"][0]
                 for (c, tool), rs in runs.items():
                     if c != case or not rs[0].ops:

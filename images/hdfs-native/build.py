@@ -6,11 +6,12 @@
 Prints the wheel's path (with --site also the directory it is unpacked in, for PYTHONPATH).
 
 The sdist (hdfs-native VERSION, checked against SDIST_SHA256) carries the whole Rust source;
-`hdfs-native-VERSION.patch` changes three things on the read path (docs/sync.md): CRC32C
-checked through the `crc32c` crate (the CPU's instruction, its software table elsewhere;
-verification stays on), packet buffers no longer zero-filled before the socket fills them, and
-`readinto` on the binding's range stream and file reader (the GIL released, the caller's
-buffer filled, no Python `bytes`). The wheel's version is VERSION+vpipe.N, so `pip list` and
+`hdfs-native-VERSION.patch` changes four things on the read path (docs/sync.md): CRC32C
+checked through the `crc32c` crate (the CPU's instruction, three chunks at once on x86-64, its
+software table elsewhere; verification stays on), packet buffers no longer zero-filled before
+the socket fills them, `readinto` on the binding's range stream and file reader (the GIL
+released, the caller's buffer filled, no Python `bytes`), and `write_to` on the range stream
+(its packets pwritten into a file descriptor from hdfs-native's own buffers). The wheel's version is VERSION+vpipe.N, so `pip list` and
 `hdfs_native`'s metadata say which one is installed.
 
 The result is cached under ~/.cache/volcano-pipelines/hdfs-native/ (or $VPIPE_CACHE_DIR) by
@@ -40,7 +41,7 @@ VERSION = "0.14.7"
 SDIST = f"hdfs_native-{VERSION}.tar.gz"
 SDIST_SHA256 = "b17422786c935bdec05f7f1fefa796ee146e047cbd47723607b2d4f892879331"
 PATCH = HERE / f"hdfs-native-{VERSION}.patch"
-BUILT_VERSION = f"{VERSION}+vpipe.1"  # set by the patch (python/Cargo.toml)
+BUILT_VERSION = f"{VERSION}+vpipe.2"  # set by the patch (python/Cargo.toml)
 # The maturin the sdist's own lock file uses (python/uv.lock).
 MATURIN = "maturin==1.13.3"
 

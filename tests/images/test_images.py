@@ -111,7 +111,7 @@ def test_runtime_image_reads_hdfs_with_the_hdfs_native_it_was_built_with(images:
     assert probe.returncode == 0, probe.stderr
     installed, path = probe.stdout.split()
     if hdfs_native_choice() == "patched":
-        assert (installed, path) == ("0.14.7+vpipe.1", "hdfs-readinto")
+        assert (installed, path) == ("0.14.7+vpipe.2", "hdfs-readinto")
     else:
         assert "+vpipe" not in installed and path == "hdfs-packets"
 

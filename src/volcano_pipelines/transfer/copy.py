@@ -1,9 +1,12 @@
 """Moving one file's bytes from a source stream into a destination descriptor, with as
 few copies and calls as Python allows:
 
+- a source that opens ranges as readers with `write_to` (HDFS through the patched
+  hdfs-native of images/hdfs-native/, 0.14.7+vpipe.2 on) has them write themselves: each
+  call pwritev's up to 1 MiB of packets into the file from the buffers hdfs-native received
+  and checked them in (the GIL released): no copy in user space, no Python object per packet;
 - a source that opens ranges as readers with `readinto` (WebHDFS: the DataNode's HTTP
-  body, transfer/webhdfs.py; HDFS through the patched hdfs-native of images/hdfs-native/,
-  whose range streams fill the caller's buffer with the GIL released) is read into one
+  body, transfer/webhdfs.py; the patched hdfs-native with a digest to feed) is read into one
   reused 1 MiB buffer per thread and written from it with `pwrite`: no Python object per
   packet, no copy in user space beyond the one into that buffer;
 - a source that streams ranges (HDFS through the stock hdfs-native: `read_range_stream`,
@@ -166,7 +169,7 @@ def copy_stream(
     early flush's included), OSError for a read error."""
     if not flush_every or size <= flush_every:
         return _copy(stream, fd, size, chunk_size, streams, pool, on_bytes, abandon, digest)
-    behind = FlushBehind(fd, flush_every)
+    behind = FlushBehind(fd, flush_every, size)
 
     def flushing(n: int, report: OnBytes = on_bytes) -> None:
         report(n)
@@ -282,24 +285,30 @@ def _read_range_into(
     halt: threading.Event,
     digest: Any | None,
 ) -> int:
-    """Read one range from `reader` (`readinto`) into this thread's buffer and pwrite it
-    at its offset. Returns the bytes written; more than `length` is a changed source."""
+    """Read one range from `reader` into `fd` at its offset: with `write_to` (the patched
+    hdfs-native: its packets pwritten from its own buffers, no copy; DestinationError for a
+    write) unless the digest needs the bytes, else `readinto` this thread's buffer and pwrite
+    it. Returns the bytes written; more than `length` is a changed source."""
+    write_to = getattr(reader, "write_to", None) if digest is None else None
     buf = _range_buffer()
     pos = offset
     written = 0
     while True:
-        n = reader.readinto(buf)
+        n = write_to(fd, pos, RANGE_BUFFER) if write_to is not None else reader.readinto(buf)
         if not n:
             return written
-        view = buf[:n]
-        if digest is not None:
-            digest.update(view)
-        try:
-            while view:
-                k = os.pwrite(fd, view, pos)
-                view, pos = view[k:], pos + k
-        except OSError as err:
-            raise DestinationError(err) from err
+        if write_to is not None:
+            pos += n
+        else:
+            view = buf[:n]
+            if digest is not None:
+                digest.update(view)
+            try:
+                while view:
+                    k = os.pwrite(fd, view, pos)
+                    view, pos = view[k:], pos + k
+            except OSError as err:
+                raise DestinationError(err) from err
         written += n
         on_bytes(n)
         _check_range(abandon, halt, written, length)

@@ -198,11 +198,14 @@ class FlushBehind:
     copy: the range threads go on writing while the destination (on GlusterFS: the brick,
     through one FSYNC) puts the earlier bytes on disk, so the final flush before the rename
     has only the last stretch left. A flush that comes due while one runs is one more flush
-    after it, not one per mark. `finish()` waits for the flush in flight (the descriptor is
-    closed after it) and skips one not yet started: the final flush covers it."""
+    after it, not one per mark. The file's last bytes (`size` in all) start none: the final
+    flush covers them, after the transfer thread has handed the file on (for `batch` in the
+    committer, beside the next file's copy, instead of in the thread, holding its read slot).
+    `finish()` waits for the flush in flight (the descriptor is closed after it) and skips one
+    not yet started: the final flush covers it."""
 
-    def __init__(self, fd: int, every: int) -> None:
-        self._fd, self._every = fd, every
+    def __init__(self, fd: int, every: int, size: int) -> None:
+        self._fd, self._every, self._left = fd, every, size
         self._lock = threading.Lock()
         self._since = 0
         self._due = threading.Event()
@@ -217,7 +220,8 @@ class FlushBehind:
             raise self._error
         with self._lock:
             self._since += n
-            if self._since < self._every:
+            self._left -= n
+            if self._since < self._every or self._left <= 0:
                 return
             self._since = 0
             if self._thread is None:

@@ -8,11 +8,13 @@ import logging
 import os
 import socket
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar, cast
 
 from volcano_pipelines.errors import ClusterError, InputError
+from volcano_pipelines.transfer.hdfs_readers import HDFS_PACKETS as HDFS_PACKETS  # re-exported: tests, benchmarks
+from volcano_pipelines.transfer.hdfs_readers import HDFS_READINTO, HdfsBufferReader, HdfsReader, hdfs_read_path
 from volcano_pipelines.transfer.namenode_probe import check_namenodes
 from volcano_pipelines.transfer.plan import Entry
 from volcano_pipelines.transfer.retries import http_status, short_error, with_retries
@@ -125,57 +127,6 @@ class LocalSource:
 # ---------------------------------------------------------------------------- HDFS (native RPC)
 
 
-# hdfs:// read paths (SyncResult.read_path): the stock binding hands each 64 KiB packet over as
-# a new `bytes`, written with pwritev many at a time; the patched one (images/hdfs-native/, in
-# the runtime image) fills the copier's reused buffers with the GIL released.
-HDFS_PACKETS = "hdfs-packets"
-HDFS_READINTO = "hdfs-readinto"
-
-
-def hdfs_read_path() -> str:
-    """HDFS_READINTO where the installed hdfs-native can read into a caller's buffer (its
-    FileReader defines `readinto`: io.RawIOBase's own only raises), else HDFS_PACKETS."""
-    import hdfs_native
-
-    return HDFS_READINTO if "readinto" in vars(hdfs_native.FileReader) else HDFS_PACKETS
-
-
-class _HdfsReader:
-    """hdfs_native.FileReader; large files go through `range_stream` (transfer/copy.py)."""
-
-    def __init__(self, reader: Any) -> None:
-        self._r = reader
-
-    def read(self, n: int = -1) -> bytes:
-        return cast(bytes, self._r.read(n))
-
-    def length(self) -> int:
-        return len(self._r)
-
-    def range_stream(self, offset: int, length: int) -> Iterator[bytes]:
-        return self._r.read_range_stream(offset, length)  # type: ignore[no-any-return]
-
-    def close(self) -> None:
-        self._r.close()
-
-    def __enter__(self) -> _HdfsReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class _HdfsBufferReader(_HdfsReader):
-    """The patched binding: a small file read into the copier's buffer (`readinto`), a large one
-    as ranges whose streams fill a reused buffer each (`range_reader`, transfer/copy.py)."""
-
-    def readinto(self, buf: Any) -> int:
-        return cast(int, self._r.readinto(buf))
-
-    def range_reader(self, offset: int, length: int) -> Any:
-        return self._r.read_range_stream(offset, length)
-
-
 class _RootedTree:
     """A remote source rooted at one path that names a directory or a single file (known after
     `list`): every protocol maps relative paths to its own the same way."""
@@ -221,7 +172,7 @@ class HdfsSource(_RootedTree):
             raise ClusterError(f"cannot create an HDFS client for {location.url}: {err}") from err
         self._single: bool | None = None
         self.read_path = hdfs_read_path()
-        self._reader = _HdfsBufferReader if self.read_path == HDFS_READINTO else _HdfsReader
+        self._reader = HdfsBufferReader if self.read_path == HDFS_READINTO else HdfsReader
 
     def list(self) -> tuple[list[Entry], list[tuple[str, str]]]:
         def go() -> tuple[list[Entry], list[tuple[str, str]]]:
