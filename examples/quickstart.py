@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from volcano_pipelines.errors import VpipeError
-from volcano_pipelines.local.ports import free_port
-from volcano_pipelines.local.processes import supervised_popen
+from volcano_pipelines.localjob.ports import free_port
+from volcano_pipelines.localjob.processes import supervised_popen
 from volcano_pipelines.manifest import to_yaml
 from volcano_pipelines.progress import LineProgress
 from volcano_pipelines.steps import Connection, render_tf, sync, train_tf

@@ -31,7 +31,7 @@ from tests.helpers.argo_pipelines import follow, pipeline_parameters, stage_data
 from tests.helpers.workflows import GROUP, VERSION, _why, jobs, placement, running, submit, training_pods, wait_finished, workflow
 from tests.integration.waiting import wait_for
 from volcano_pipelines.images import RUNTIME_IMAGE, TF_TRAINER_IMAGE
-from volcano_pipelines.kube.podspec import mesh_opt_out
+from volcano_pipelines.objects.podspec import mesh_opt_out
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers]
 

@@ -29,7 +29,7 @@ from typing import Any
 from collections.abc import Callable
 
 import yaml
-from volcano_pipelines.local.ports import free_port
+from volcano_pipelines.localjob.ports import free_port
 
 from tests.cluster import behaviour, build
 

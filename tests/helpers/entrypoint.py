@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from volcano_pipelines.local.plan import expand
+from volcano_pipelines.localjob.plan import expand
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, Role, TFJobSpec
 from volcano_pipelines.volcano.tf import build_tf_job
 

@@ -7,7 +7,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from volcano_pipelines.kube.rollout import TEMPLATE_HASH_ANNOTATION, Rollout
+from volcano_pipelines.objects.rollout import TEMPLATE_HASH_ANNOTATION, Rollout
 from volcano_pipelines.progress import Progress
 
 NS = "ns"

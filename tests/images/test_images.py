@@ -25,8 +25,8 @@ from tests.helpers.http_server import serve
 from tests.images.fixtures import Images, hdfs_native_choice
 from volcano_pipelines import __version__
 from volcano_pipelines.images import IMAGES
-from volcano_pipelines.local.plan import expand
-from volcano_pipelines.local.ports import free_port
+from volcano_pipelines.localjob.plan import expand
+from volcano_pipelines.localjob.ports import free_port
 from volcano_pipelines.steps import render_mpi, render_tf
 
 pytestmark = pytest.mark.containers

@@ -1,6 +1,6 @@
 """`vpipe tensorboard` and `vpipe serve` against the real control plane. kwok marks the pods
 Ready (no container runs), so TF Serving's own answers come from a stand-in REST server
-(tests/unit/kube/tfserving_standin.py) that serves the status format TF Serving documents:
+(tests/unit/objects/tfserving_standin.py) that serves the status format TF Serving documents:
 either named with --rest-url, or reached through the API server's service proxy."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.cluster import behaviour
 from tests.helpers.lifecycle import Cluster, volcano_job
 from tests.helpers.vpipe import vpipe
 from tests.integration.waiting import wait_for
-from tests.unit.kube.tfserving_standin import standin, status_body
+from tests.unit.objects.tfserving_standin import standin, status_body
 
 pytestmark = pytest.mark.integration
 

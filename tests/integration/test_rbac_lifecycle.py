@@ -18,7 +18,7 @@ from tests.helpers.lifecycle import Cluster, make_log_pvc, volcano_job
 from tests.helpers.rbac import MANIFESTS, SERVICE_ACCOUNT, audited, created_by_apply, granted, installed, token_kubeconfig
 from tests.helpers.vpipe import vpipe
 from tests.integration.waiting import wait_for
-from tests.unit.kube.tfserving_standin import standin, status_body
+from tests.unit.objects.tfserving_standin import standin, status_body
 
 pytestmark = pytest.mark.integration
 

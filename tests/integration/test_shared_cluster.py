@@ -16,7 +16,7 @@ from kubernetes import client
 
 from tests.cluster import behaviour
 from tests.integration.waiting import wait_for
-from volcano_pipelines.kube.podspec import ISTIO_INJECT
+from volcano_pipelines.objects.podspec import ISTIO_INJECT
 from volcano_pipelines.steps import Connection, tensorboard, train_tf
 
 pytestmark = pytest.mark.integration

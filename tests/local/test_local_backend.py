@@ -14,7 +14,7 @@ import pytest
 from tests.helpers.local_jobs import Local, Output, RUN_SH, alive, manifest, records, replica, run_job
 from volcano_pipelines.backends.local import LocalBackend
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.local.processes import marked_processes
+from volcano_pipelines.localjob.processes import marked_processes
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, TFJobSpec
 from volcano_pipelines.volcano.status import job_status, pod_failure
 from volcano_pipelines.volcano.tf import build_tf_job

@@ -1,4 +1,4 @@
-"""The pod init (local/shim.py) on its own: the main process's exit status passes through,
+"""The pod init (localjob/shim.py) on its own: the main process's exit status passes through,
 SIGTERM reaches the main process, and the whole tree goes when the main process exits, when
 told to, and when the control pipe closes (the backend died) — a daemon that escaped by a
 double fork, setsid and `env -i` included. The leak check looks at the test's directory (every
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from tests.helpers.local_jobs import assert_no_leak, processes_touching
-from volcano_pipelines.local.processes import supervised_popen
+from volcano_pipelines.localjob.processes import supervised_popen
 
 ESCAPE = "( setsid env -i /bin/sleep 100004 < /dev/null > /dev/null 2>&1 & ); "
 

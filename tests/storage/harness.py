@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from volcano_pipelines.local.ports import free_port
+from volcano_pipelines.localjob.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 CACHE_ROOT = Path(os.environ.get("VPIPE_CACHE", Path.home() / ".cache" / "volcano-pipelines"))

@@ -348,7 +348,7 @@ def test_ps_shows_a_local_pod_by_a_label_not_its_inline_script(tmp_path: Path) -
     import os
     import subprocess
 
-    from volcano_pipelines.local.processes import supervised_popen
+    from volcano_pipelines.localjob.processes import supervised_popen
 
     script = 'echo started "$0" "$@"\n' + "".join(f"# line {i}\n" for i in range(150)) + "exec sleep 60\n"
     proc, control = supervised_popen(["bash", "-c", script, "vpipe-entry", "--job_name", "worker"],
@@ -382,7 +382,7 @@ def test_ps_shows_a_local_pod_by_a_label_not_its_inline_script(tmp_path: Path) -
 def test_a_local_pod_running_the_entry_script_is_labelled_by_its_name() -> None:
     """The entry script runs from the environment (volcano/entrypoint.py): the shim's label is
     its name and the task's arguments."""
-    from volcano_pipelines.local.processes import command_label
+    from volcano_pipelines.localjob.processes import command_label
     from volcano_pipelines.volcano.entrypoint import ENTRY_COMMAND
 
     assert command_label([*ENTRY_COMMAND, "--job_name", "worker"]) == ["vpipe-entry", "--job_name", "worker"]

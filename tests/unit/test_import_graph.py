@@ -22,20 +22,20 @@ ALLOWED: dict[str, set[str]] = {
     # volcano: the pure status readers progress lines are drawn from; kfp / argo: `vpipe
     # compile` and `vpipe schedule` write and submit those front ends' artifacts (never the
     # other way round); kube: pure value parsing (tolerations).
-    "cli": {"steps", "volcano", "kube", "kfp", "argo"},
-    "kfp": {"steps", "kube"},
+    "cli": {"steps", "volcano", "objects", "kfp", "argo"},
+    "kfp": {"steps", "objects"},
     # Front ends side by side: argo reads how `vpipe` spells a parameter from steps/spelling.py,
     # never from the CLI's parser.
-    "argo": {"steps", "kube"},
-    "steps": {"volcano", "kube", "backends", "transfer", "k8s", "lifecycle", "postmortem"},
+    "argo": {"steps", "objects"},
+    "steps": {"volcano", "objects", "backends", "transfer", "k8s", "lifecycle", "postmortem"},
     # postmortem: the cluster backend saves a job's record, the local backend builds its own.
-    "backends": {"volcano", "kube", "k8s", "local", "postmortem"},
-    "local": {"volcano", "kube"},
-    "k8s": {"kube"},  # pure readers of the objects it watches (Deployment rollouts)
-    "volcano": {"kube"},
-    "kube": set(),
+    "backends": {"volcano", "objects", "k8s", "localjob", "postmortem"},
+    "localjob": {"volcano", "objects"},
+    "k8s": {"objects"},  # pure readers of the objects it watches (Deployment rollouts)
+    "volcano": {"objects"},
+    "objects": set(),
     # lifecycle: pure rules; only its sweeper (MODULE_ALLOWED) reaches the cluster.
-    "lifecycle": {"kube", "volcano"},
+    "lifecycle": {"objects", "volcano"},
     "transfer": set(),
     # postmortem: the record and its Markdown are pure (record.py, markdown.py: the volcano
     # status readers); only its cluster reads and its saving (MODULE_ALLOWED) reach the cluster.
@@ -121,7 +121,7 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
     "lifecycle/reap.py": (420, "when to end a training's lingering pods, as pure rules for the three layouts "
                                "(Volcano Jobs, batch Jobs + Deployments, TTL'd Deployments); to split: the classic "
                                "layout's rules"),
-    "local/runner.py": (700, "the local backend's job state machine (Volcano's policies, gang start, restarts, "
+    "localjob/runner.py": (700, "the local backend's job state machine (Volcano's policies, gang start, restarts, "
                              "a RestartJob command, linger) in one place; to split: the pod records"),
 }
 

@@ -26,7 +26,7 @@ from hera.workflows.models import (
     VolumeMount,
 )
 
-from volcano_pipelines.kube.podspec import mesh_opt_out
+from volcano_pipelines.objects.podspec import mesh_opt_out
 from volcano_pipelines.labels import POD_NAME_ENV
 from volcano_pipelines.steps.pipelines import LOG_MOUNT, POST_MORTEM_VOLUME_DIR, POST_MORTEM_VOLUME_DIR_ENV
 

@@ -1,5 +1,5 @@
 """The `local` backend: a rendered Volcano Job runs on this machine, each task replica a
-process group with the environment Volcano would give its pod (see `volcano_pipelines.local`).
+process group with the environment Volcano would give its pod (see `volcano_pipelines.localjob`).
 
     backend = LocalBackend(workdir="/tmp/vpipe", data_dir="/tmp/vpipe/data", log_dir="/tmp/vpipe/logs")
     job, created = backend.submit(build_tf_job(spec))
@@ -27,8 +27,8 @@ from typing import Any, TextIO
 
 from volcano_pipelines.backends.base import Job, Pod, Scheduling
 from volcano_pipelines.errors import ClusterError, InputError
-from volcano_pipelines.local.plan import coordinator_note
-from volcano_pipelines.local.runner import JobRunner, Paths, validate
+from volcano_pipelines.localjob.plan import coordinator_note
+from volcano_pipelines.localjob.runner import JobRunner, Paths, validate
 from volcano_pipelines.labels import RUN_LABEL, STEP_LABEL
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from volcano_pipelines.k8s.errors import (
     from_exception,
 )
 from volcano_pipelines.k8s.watch import WATCH_WINDOW_SECONDS, reconnecting, watch_named
-from volcano_pipelines.kube.rollout import (
+from volcano_pipelines.objects.rollout import (
     TEMPLATE_HASH_ANNOTATION,
     Rollout,
     new_pod_problem,

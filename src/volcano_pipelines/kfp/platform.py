@@ -16,7 +16,7 @@ from kfp import kubernetes
 
 from volcano_pipelines.errors import InputError
 
-from volcano_pipelines.kube.validate import parse_toleration
+from volcano_pipelines.objects.validate import parse_toleration
 from volcano_pipelines.labels import POD_NAME_ENV
 from volcano_pipelines.steps.pipelines import LOG_MOUNT, POST_MORTEM_VOLUME_DIR, POST_MORTEM_VOLUME_DIR_ENV
 

@@ -10,7 +10,7 @@ from functools import partial
 from typing import Any
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.kube.validate import check_dns_label, check_dns_subdomain
+from volcano_pipelines.objects.validate import check_dns_label, check_dns_subdomain
 from volcano_pipelines.k8s.connection import Connection
 
 __all__ = ["COPIED_FROM", "namespace_prepare", "pv_reuse", "reuse_claim_ref", "secret_copy"]

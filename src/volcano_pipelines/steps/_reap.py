@@ -22,7 +22,7 @@ from volcano_pipelines.lifecycle import reap as rule
 from volcano_pipelines.lifecycle.sweep import ReapedUnit, ReapResult, Sweep
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.signals import stop_signals_handled_by
-from volcano_pipelines.kube.validate import (
+from volcano_pipelines.objects.validate import (
     check_dns_label,
     check_label_key,
     check_label_value,

@@ -24,7 +24,7 @@ from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.k8s.connection import Connection
 from volcano_pipelines.steps.params import check_types
-from volcano_pipelines.kube.serving import (
+from volcano_pipelines.objects.serving import (
     GRPC_PORT,
     REST_PORT,
     VersionPolicy,
@@ -33,7 +33,7 @@ from volcano_pipelines.kube.serving import (
     build_serving,
     selector,
 )
-from volcano_pipelines.kube.rollout import TEMPLATE_HASH_ANNOTATION
+from volcano_pipelines.objects.rollout import TEMPLATE_HASH_ANNOTATION
 from volcano_pipelines.lifecycle.tfserving import (
     ModelStatus,
     check_export_layout,
@@ -42,7 +42,7 @@ from volcano_pipelines.lifecycle.tfserving import (
 )
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.steps._service_checks import check_common, require_pvc
-from volcano_pipelines.kube.validate import (
+from volcano_pipelines.objects.validate import (
     check_bounded,
     check_http_url,
     check_labels,

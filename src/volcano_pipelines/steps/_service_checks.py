@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.kube.validate import (
+from volcano_pipelines.objects.validate import (
     check_dns_label,
     check_dns_subdomain,
     check_image,

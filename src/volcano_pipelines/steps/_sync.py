@@ -289,7 +289,7 @@ def _check_workers(args: Mapping[str, Any], scheme: str) -> None:
 def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
     """The request's fields for a sync over copy pods: every input checked first, then the
     destination's claim found (the step's own pod may be asked)."""
-    from volcano_pipelines.kube.validate import (check_dns_label, check_dns_subdomain, check_image, check_labels,
+    from volcano_pipelines.objects.validate import (check_dns_label, check_dns_subdomain, check_image, check_labels,
                                                  check_quantity, check_relative_path, owner_reference,
                                                  parse_tolerations)
     from volcano_pipelines.transfer.partition import check_run_id

@@ -16,7 +16,7 @@ from typing import Any
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.images import RUNTIME_IMAGE
 from volcano_pipelines.k8s.connection import Connection
-from volcano_pipelines.kube.podspec import mounted_claim, mounted_config
+from volcano_pipelines.objects.podspec import mounted_claim, mounted_config
 from volcano_pipelines.labels import POD_NAME_ENV
 from volcano_pipelines.progress import LineProgress
 from volcano_pipelines.steps._identity import owner_in, workflow_owner

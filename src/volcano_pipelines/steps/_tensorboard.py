@@ -16,7 +16,7 @@ from volcano_pipelines.steps._service_checks import check_common, require_pvc
 from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.k8s.connection import Connection
 from volcano_pipelines.steps.params import check_types
-from volcano_pipelines.kube.tensorboard import (
+from volcano_pipelines.objects.tensorboard import (
     STEP,
     TENSORBOARD_IMAGE,
     TENSORBOARD_PORT,
@@ -25,9 +25,9 @@ from volcano_pipelines.kube.tensorboard import (
     selector,
 )
 from volcano_pipelines.lifecycle.reap import format_time
-from volcano_pipelines.kube.rollout import TEMPLATE_HASH_ANNOTATION
+from volcano_pipelines.objects.rollout import TEMPLATE_HASH_ANNOTATION
 from volcano_pipelines.progress import Progress
-from volcano_pipelines.kube.validate import (
+from volcano_pipelines.objects.validate import (
     check_dns_label,
     check_dns_subdomain,
     check_labels,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.k8s.connection import Connection
-from volcano_pipelines.kube.validate import check_positive_seconds
+from volcano_pipelines.objects.validate import check_positive_seconds
 from volcano_pipelines.progress import Progress  # at run time: front ends read the type hints
 from volcano_pipelines.steps import _train_spec as train_spec
 from volcano_pipelines.steps._job_params import (

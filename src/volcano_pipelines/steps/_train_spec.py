@@ -23,7 +23,7 @@ from volcano_pipelines.volcano.spec import (
     Storage,
     TFJobSpec,
 )
-from volcano_pipelines.kube.validate import parse_tolerations
+from volcano_pipelines.objects.validate import parse_tolerations
 from volcano_pipelines.steps._job_params import Tasks, spec_params
 from volcano_pipelines.steps.params import declared
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from volcano_pipelines.kube import podspec
-from volcano_pipelines.kube.validate import owner_reference
+from volcano_pipelines.objects import podspec
+from volcano_pipelines.objects.validate import owner_reference
 from volcano_pipelines.labels import identity_labels
 from volcano_pipelines.volcano.entrypoint import CODE_DIR
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, Role, Storage

@@ -17,7 +17,7 @@ from volcano_pipelines.volcano.common import (
 from volcano_pipelines.volcano.entrypoint import ENTRY_COMMAND, MPI_MASTER_SCRIPT, MPI_WORKER_SCRIPT, entry_script_env
 from volcano_pipelines.volcano.slices import TASK_OFFSET_ENV, plan_slices, split_min_available, svc_host_file
 from volcano_pipelines.volcano.spec import DEFAULT_MPI_IMAGE, MPIJobSpec
-from volcano_pipelines.kube.validate import check_manifest_size
+from volcano_pipelines.objects.validate import check_manifest_size
 from volcano_pipelines.volcano.validate import validate_mpi
 
 __all__ = ["MASTER", "STEP", "WORKER", "WORKER_HOSTFILE", "build_mpi_job"]

@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from volcano_pipelines.kube.validate import MAX_EXEC_STRING, fail
+from volcano_pipelines.objects.validate import MAX_EXEC_STRING, fail
 
 __all__ = [
     "MAX_PLUGIN_OBJECT",

@@ -18,7 +18,7 @@ from volcano_pipelines.volcano.common import (
 from volcano_pipelines.volcano.entrypoint import ENTRY_COMMAND, TF_SCRIPT, entry_script_env
 from volcano_pipelines.volcano.slices import TASK_OFFSET_ENV, plan_slices, split_min_available
 from volcano_pipelines.volcano.spec import DEFAULT_TF_IMAGE, Role, TFJobSpec
-from volcano_pipelines.kube.validate import check_manifest_size
+from volcano_pipelines.objects.validate import check_manifest_size
 from volcano_pipelines.volcano.validate import validate_tf
 
 __all__ = ["STEP", "build_tf_job", "completing_task", "roles"]

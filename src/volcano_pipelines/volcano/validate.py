@@ -1,7 +1,7 @@
 """Validation of job specs before any API call. Clusters without Volcano's admission webhook
 accept what the webhook would reject, so these rules cover the webhook's too. Each failure
 raises InputError naming the field (the spec path), the value and what is allowed. The
-rules for single Kubernetes values live in kube/validate.py."""
+rules for single Kubernetes values live in objects/validate.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal
 
-from volcano_pipelines.kube.validate import (
+from volcano_pipelines.objects.validate import (
     ENV_NAME,
     fail,
     check_absolute_path,

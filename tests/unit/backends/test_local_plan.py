@@ -11,7 +11,7 @@ import pytest
 
 from volcano_pipelines.backends.local import tail
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.local.plan import (
+from volcano_pipelines.localjob.plan import (
     TF_ADDRESSES_FILE,
     tf_addresses,
     LOCAL_ADDRESS,
@@ -25,7 +25,7 @@ from volcano_pipelines.local.plan import (
     remap_path,
     svc_files,
 )
-from volcano_pipelines.local.runner import validate
+from volcano_pipelines.localjob.runner import validate
 from volcano_pipelines.volcano.entrypoint import CODE_DIR
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Role, Storage, TFJobSpec
@@ -175,7 +175,7 @@ def test_tail_reads_the_last_lines(tmp_path: Path) -> None:
 
 def test_a_tf_job_with_parameter_servers_and_no_chief_is_warned_about() -> None:
     """Issue 33, item 7: TF2 code without a coordinator waits for ever; the local backend says so."""
-    from volcano_pipelines.local.plan import coordinator_note
+    from volcano_pipelines.localjob.plan import coordinator_note
     from volcano_pipelines.steps import render_tf
 
     without = render_tf("nochief", ps=1, workers=2, code_url="http://files.example/m/")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from volcano_pipelines.local import ports
+from volcano_pipelines.localjob import ports
 
 
 def _range_file(tmp_path: Path, text: str) -> Path:

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from volcano_pipelines.local.processes import PodProcess
+from volcano_pipelines.localjob.processes import PodProcess
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")

@@ -12,7 +12,7 @@ import yaml
 
 from volcano_pipelines.cli import main
 from volcano_pipelines.cli.flags import flag_for
-from volcano_pipelines.local.plan import expand
+from volcano_pipelines.localjob.plan import expand
 from volcano_pipelines.steps._train import render_mpi, render_tf
 from volcano_pipelines.steps._train_spec import MPI_TASKS, TF_TASKS, param_for
 

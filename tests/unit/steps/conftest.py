@@ -15,7 +15,7 @@ from tests.helpers.reaping import InMemorySweep, Recorder
 from tests.helpers.serving import FakeApps
 from volcano_pipelines.k8s import apps
 from volcano_pipelines.k8s import client as k8s_client
-from volcano_pipelines.kube.rollout import Rollout
+from volcano_pipelines.objects.rollout import Rollout
 from volcano_pipelines.steps import _serve as serving
 
 

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from tests.helpers.serving import Clock, DONE, FAILED, FakeApps, Notes, _export, previous_deployment
-from tests.unit.kube.tfserving_standin import standin, status_body
+from tests.unit.objects.tfserving_standin import standin, status_body
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.k8s import apps
 from volcano_pipelines.k8s import client as k8s_client
-from volcano_pipelines.kube.rollout import Rollout
-from volcano_pipelines.kube.serving import REST_PORT
+from volcano_pipelines.objects.rollout import Rollout
+from volcano_pipelines.objects.serving import REST_PORT
 from volcano_pipelines.steps import Connection
 from volcano_pipelines.steps import _serve as serving
 from volcano_pipelines.steps._serve import (

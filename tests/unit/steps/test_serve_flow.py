@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers.serving import DONE, FAILED, OLD_TEMPLATE, previous_deployment
-from tests.unit.kube.tfserving_standin import standin, status_body
+from tests.unit.objects.tfserving_standin import standin, status_body
 from volcano_pipelines.steps._serve import serve
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.clock import VirtualClock
-from tests.unit.kube.tfserving_standin import standin, status_body
+from tests.unit.objects.tfserving_standin import standin, status_body
 from volcano_pipelines.cli import main
-from volcano_pipelines.kube.rollout import (
+from volcano_pipelines.objects.rollout import (
     new_pod_problem,
     rollout_status,
     stamp_template,

@@ -20,9 +20,9 @@ import pytest
 
 from tests.helpers.http_server import running
 from tests.helpers.serving import Clock, DONE, FAILED, FakeApps, Notes, _export, previous_deployment
-from tests.unit.kube.tfserving_standin import standin, status_body
+from tests.unit.objects.tfserving_standin import standin, status_body
 from volcano_pipelines.k8s import apps
-from volcano_pipelines.kube.serving import REST_PORT, selector
+from volcano_pipelines.objects.serving import REST_PORT, selector
 from volcano_pipelines.lifecycle.tfserving import ModelStatus
 from volcano_pipelines.steps import Connection
 from volcano_pipelines.steps import _serve as serving

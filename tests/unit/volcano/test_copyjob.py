@@ -1,11 +1,11 @@
 """The copy job of a sync over several pods (volcano/copyjob.py) and where a step pod's
-destination volume is (kube/podspec.py mounted_claim): values asserted, not text."""
+destination volume is (objects/podspec.py mounted_claim): values asserted, not text."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from volcano_pipelines.kube.podspec import mounted_claim, mounted_config
+from volcano_pipelines.objects.podspec import mounted_claim, mounted_config
 from volcano_pipelines.labels import RUN_LABEL, STEP_LABEL
 from volcano_pipelines.volcano.copyjob import DEST_DIR, CopyJobSpec, build_copy_job, copy_job_name
 from volcano_pipelines.volcano.spec import JobOptions, Resources, Role

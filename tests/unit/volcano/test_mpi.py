@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from volcano_pipelines.local.plan import expand
+from volcano_pipelines.localjob.plan import expand
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Role, Storage
 

@@ -17,8 +17,8 @@ import pytest
 
 from tests.unit.volcano.volcano_plugins import ssh_config, svc_configmap, svc_env, template_env
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.kube.validate import MAX_EXEC_STRING
-from volcano_pipelines.local import runner as local_runner
+from volcano_pipelines.objects.validate import MAX_EXEC_STRING
+from volcano_pipelines.localjob import runner as local_runner
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.slices import (
     MAX_PLUGIN_OBJECT,

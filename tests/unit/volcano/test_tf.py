@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from volcano_pipelines.local.plan import expand
+from volcano_pipelines.localjob.plan import expand
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, Resources, Role, Storage, TFJobSpec
 from volcano_pipelines.volcano.tf import build_tf_job
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from volcano_pipelines.kube.validate import MAX_EXEC_STRING
+from volcano_pipelines.objects.validate import MAX_EXEC_STRING
 from volcano_pipelines.volcano.slices import plan_slices
 from volcano_pipelines.volcano.tf_cluster import CLUSTER_PY
 

@@ -20,7 +20,7 @@ from volcano_pipelines.errors import InputError
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, MPIJobSpec, Resources, Role, Storage, TFJobSpec
 from volcano_pipelines.volcano.tf import build_tf_job
-from volcano_pipelines.kube.validate import (
+from volcano_pipelines.objects.validate import (
     MAX_ANNOTATIONS_BYTES,
     MAX_EXEC_STRING,
     MAX_MANIFEST_BYTES,
@@ -30,7 +30,7 @@ from volcano_pipelines.kube.validate import (
 )
 from volcano_pipelines.volcano.validate import check_job_ref, validate_mpi, validate_tf
 
-LOGGER = "volcano_pipelines.kube.validate"
+LOGGER = "volcano_pipelines.objects.validate"
 
 
 def tf(**overrides: Any) -> TFJobSpec:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.kube import validate as kube_validate
+from volcano_pipelines.objects import validate as kube_validate
 from volcano_pipelines.volcano import validate as volcano_validate
 
 # The value rules (kube.validate) and the job rules (volcano.validate) under one name.

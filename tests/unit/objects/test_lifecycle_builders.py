@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from volcano_pipelines.kube.serving import (
+from volcano_pipelines.objects.serving import (
     ServingSpec,
     build_inference_service,
     build_serving,
     model_config,
 )
-from volcano_pipelines.kube.tensorboard import TensorboardSpec, build_tensorboard
+from volcano_pipelines.objects.tensorboard import TensorboardSpec, build_tensorboard
 from volcano_pipelines.lifecycle.reap import EXPIRES_ANNOTATION
-from volcano_pipelines.kube.rollout import TEMPLATE_HASH_ANNOTATION
+from volcano_pipelines.objects.rollout import TEMPLATE_HASH_ANNOTATION
 
 
 def pod_spec(deployment: dict) -> dict:

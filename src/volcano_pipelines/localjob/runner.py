@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.local import plan as planning
-from volcano_pipelines.local.files import write_whole
-from volcano_pipelines.local.ports import free_port
-from volcano_pipelines.local.processes import PodProcess, stop_pods, supervised_popen
+from volcano_pipelines.localjob import plan as planning
+from volcano_pipelines.localjob.files import write_whole
+from volcano_pipelines.localjob.ports import free_port
+from volcano_pipelines.localjob.processes import PodProcess, stop_pods, supervised_popen
 from volcano_pipelines.labels import VOLCANO_JOB_NAME_LABEL, VOLCANO_TASK_LABEL
 
 # The fetch program the container's script runs (entrypoint.py keeps it private; see the report).

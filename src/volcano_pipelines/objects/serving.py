@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from volcano_pipelines.kube import objects, podspec
-from volcano_pipelines.kube.rollout import stamp_template
+from volcano_pipelines.objects import builders, podspec
+from volcano_pipelines.objects.rollout import stamp_template
 
 __all__ = [
     "GRPC_PORT",
@@ -61,7 +61,7 @@ class ServingSpec:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: Sequence[Mapping[str, Any]] = ()
     progress_deadline_seconds: int = 600
-    istio_sidecar: bool = False  # False: the pods opt out of sidecar injection (kube/podspec.mesh_opt_out)
+    istio_sidecar: bool = False  # False: the pods opt out of sidecar injection (objects/podspec.mesh_opt_out)
     # A new pod counts as available only after being ready this long: a server that starts
     # and then dies (bad flags, out of memory) fails the rollout instead of completing it.
     min_ready_seconds: int = 10
@@ -114,7 +114,7 @@ def build_serving(spec: ServingSpec, deployment_owner: Mapping[str, Any] | None 
     mounts: list[dict[str, Any]] = [{"name": "models", "mountPath": MODEL_MOUNT, "readOnly": True}]
     volumes: list[dict[str, Any]] = [{"name": "models", "persistentVolumeClaim": {"claimName": spec.pvc, "readOnly": True}}]
     out: list[dict[str, Any]] = []
-    child_meta = objects.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels,
+    child_meta = builders.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels,
                                   owners=[deployment_owner] if deployment_owner else ())
     if config is None:
         args += [f"--model_name={spec.model_name}", f"--model_base_path={base_path(spec)}"]
@@ -123,7 +123,7 @@ def build_serving(spec: ServingSpec, deployment_owner: Mapping[str, Any] | None 
         args += [f"--model_config_file={CONFIG_MOUNT}/models.config"]
         mounts.append({"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True})
         volumes.append({"name": "config", "configMap": {"name": name}})
-        out.append(objects.config_map({**child_meta, "name": name}, {"models.config": config}))
+        out.append(builders.config_map({**child_meta, "name": name}, {"models.config": config}))
     container = podspec.container(
         name="tf-serving",
         image=spec.image or default_image(spec.gpus),
@@ -138,14 +138,14 @@ def build_serving(spec: ServingSpec, deployment_owner: Mapping[str, Any] | None 
     )
     pod = podspec.pod_spec([container], volumes=volumes, image_pull_secrets=spec.image_pull_secrets,
                         node_selector=spec.node_selector, tolerations=spec.tolerations)
-    meta = objects.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels)
+    meta = builders.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels)
     mesh = podspec.mesh_opt_out(spec.istio_sidecar)
-    deployment = objects.deployment(meta, pod, selector=selector(spec.name), replicas=spec.replicas,
+    deployment = builders.deployment(meta, pod, selector=selector(spec.name), replicas=spec.replicas,
                                     pod_labels={**mesh, **labels}, pod_annotations=mesh)
     deployment["spec"]["progressDeadlineSeconds"] = spec.progress_deadline_seconds
     deployment["spec"]["minReadySeconds"] = spec.min_ready_seconds
     deployment = stamp_template(deployment)
-    service = objects.service(child_meta, selector=selector(spec.name), ports=[
+    service = builders.service(child_meta, selector=selector(spec.name), ports=[
         # Named target ports: the pods say which of their ports serve gRPC and REST.
         {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc"},
         {"name": "http", "port": REST_PORT, "targetPort": "http"},
@@ -160,7 +160,7 @@ def build_inference_service(spec: ServingSpec) -> dict[str, Any]:
         "runtimeVersion": f"{TF_SERVING_VERSION}{'-gpu' if spec.gpus else ''}",
         "resources": podspec.resources(spec.cpu, spec.memory, spec.gpus),
     }
-    meta = objects.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id,
+    meta = builders.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id,
                             labels={**spec.labels, **selector(spec.name)})
     body: dict[str, Any] = {"minReplicas": spec.replicas, "tensorflow": predictor}
     if spec.image_pull_secrets:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from volcano_pipelines.kube.podspec import ISTIO_INJECT
-from volcano_pipelines.kube.serving import ServingSpec, build_serving
-from volcano_pipelines.kube.tensorboard import TensorboardSpec, build_tensorboard
+from volcano_pipelines.objects.podspec import ISTIO_INJECT
+from volcano_pipelines.objects.serving import ServingSpec, build_serving
+from volcano_pipelines.objects.tensorboard import TensorboardSpec, build_tensorboard
 from volcano_pipelines.steps import render_mpi, render_tf
 
 OPT_OUT = {ISTIO_INJECT: "false"}

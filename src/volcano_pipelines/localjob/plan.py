@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.kube.podspec import literal
+from volcano_pipelines.objects.podspec import literal
 from volcano_pipelines.volcano.common import DATA_VOLUME, LOG_VOLUME
 from volcano_pipelines.volcano.slices import TASK_OFFSET_ENV
 from volcano_pipelines.volcano.tf_cluster import ADDRESSES_ENV

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from volcano_pipelines.local.plan import POD_UID_ENV, ReplicaPlan
+from volcano_pipelines.localjob.plan import POD_UID_ENV, ReplicaPlan
 from volcano_pipelines.volcano.entrypoint import ENTRY_COMMAND, SCRIPT_NAME
 
 PROC = Path("/proc")

@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from volcano_pipelines.kube import objects, podspec
+from volcano_pipelines.objects import builders, podspec
 from volcano_pipelines.labels import EXPIRES_ANNOTATION
-from volcano_pipelines.kube.rollout import stamp_template
+from volcano_pipelines.objects.rollout import stamp_template
 
 __all__ = ["TENSORBOARD_IMAGE", "TENSORBOARD_PORT", "TensorboardSpec", "build_tensorboard", "selector"]
 
@@ -43,7 +43,7 @@ class TensorboardSpec:
     expires_at: str | None = None  # RFC 3339: the reap sweeper deletes it after this time
     # ownerReferences of the Deployment (the run's Workflow, the training job): deleted once all are gone
     owners: Sequence[Mapping[str, Any]] = ()
-    istio_sidecar: bool = False  # False: the pod opts out of sidecar injection (kube/podspec.mesh_opt_out)
+    istio_sidecar: bool = False  # False: the pod opts out of sidecar injection (objects/podspec.mesh_opt_out)
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: Sequence[Mapping[str, Any]] = ()
 
@@ -82,21 +82,21 @@ def build_tensorboard(spec: TensorboardSpec, deployment_owner: Mapping[str, Any]
         node_selector=spec.node_selector,
         tolerations=spec.tolerations,
     )
-    meta = objects.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels,
+    meta = builders.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels,
                             annotations=annotations, owners=list(spec.owners))
     mesh = podspec.mesh_opt_out(spec.istio_sidecar)
-    deployment = objects.deployment(meta, pod, selector=selector(spec.name), pod_labels={**mesh, **labels},
+    deployment = builders.deployment(meta, pod, selector=selector(spec.name), pod_labels={**mesh, **labels},
                                     pod_annotations=mesh)
     deployment = stamp_template(deployment)
     child_owners = [deployment_owner] if deployment_owner else ()
-    child_meta = objects.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels,
+    child_meta = builders.metadata(spec.name, spec.namespace, step=STEP, run_id=spec.run_id, labels=labels,
                                   owners=child_owners)
     port: dict[str, Any] = {"name": "http", "port": TENSORBOARD_PORT, "targetPort": TENSORBOARD_PORT}
     if spec.service_type == "NodePort" and spec.node_port is not None:
         port["nodePort"] = spec.node_port
-    out = [deployment, objects.service(child_meta, selector=selector(spec.name), ports=[port],
+    out = [deployment, builders.service(child_meta, selector=selector(spec.name), ports=[port],
                                        service_type=spec.service_type)]
     if prefix:
-        out.append(objects.ingress(child_meta, service_name=spec.name, port=TENSORBOARD_PORT, path=prefix,
+        out.append(builders.ingress(child_meta, service_name=spec.name, port=TENSORBOARD_PORT, path=prefix,
                                    host=spec.ingress_host, ingress_class=spec.ingress_class))
     return out
