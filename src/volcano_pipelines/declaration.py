@@ -2,7 +2,7 @@
 says about itself (help, the spec path an error names it by, whether a pipeline run takes it
 as it is). Neutral so that the pure job specs (volcano/spec.py) and the steps' parameter
 groups (steps/_job_params.py) declare their fields the same way, once: the job's options are
-declared where the builders read them, and the steps take them from there (steps/params.py
+declared where the builders read them, and the steps take them from there (interface/params.py
 `declare`)."""
 
 from __future__ import annotations

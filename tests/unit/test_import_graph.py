@@ -1,7 +1,7 @@
 """The layering the design promises, read from the source: front ends (cli, kfp, argo) ->
-steps -> pure builders (volcano, kube) and backends -> the post-mortem record (postmortem) ->
-the k8s client. A module may import only from the layers its package is allowed to see; no
-front end imports another."""
+steps (the API; interface/ reads it into the front ends' inputs) -> pure builders (volcano,
+objects) and backends -> the post-mortem record (postmortem) -> the k8s client. A module may
+import only from the layers its package is allowed to see; no front end imports another."""
 
 from __future__ import annotations
 
@@ -22,12 +22,15 @@ ALLOWED: dict[str, set[str]] = {
     # volcano: the pure status readers progress lines are drawn from; kfp / argo: `vpipe
     # compile` and `vpipe schedule` write and submit those front ends' artifacts (never the
     # other way round); kube: pure value parsing (tolerations).
-    "cli": {"steps", "volcano", "objects", "kfp", "argo"},
-    "kfp": {"steps", "objects"},
-    # Front ends side by side: argo reads how `vpipe` spells a parameter from steps/spelling.py,
+    "cli": {"steps", "interface", "volcano", "objects", "kfp", "argo"},
+    "kfp": {"steps", "interface", "objects"},
+    # Front ends side by side: argo reads how `vpipe` spells a parameter from interface/spelling.py,
     # never from the CLI's parser.
-    "argo": {"steps", "objects"},
-    "steps": {"volcano", "objects", "backends", "transfer", "k8s", "lifecycle", "postmortem"},
+    "argo": {"steps", "interface", "objects"},
+    "steps": {"interface", "volcano", "objects", "backends", "transfer", "k8s", "lifecycle", "postmortem"},
+    # interface: the framework that reads a step's signature into front-end inputs; the
+    # connection group's fields (k8s/connection.py) are the only thing it takes from below.
+    "interface": {"k8s"},
     # postmortem: the cluster backend saves a job's record, the local backend builds its own.
     "backends": {"volcano", "objects", "k8s", "localjob", "postmortem"},
     "localjob": {"volcano", "objects"},

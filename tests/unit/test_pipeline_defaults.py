@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from volcano_pipelines.steps import registry
-from volcano_pipelines.steps.params import params
+from volcano_pipelines.interface.params import params
 from volcano_pipelines.steps.pipelines import PIPELINES, RunInput, run_inputs, spelled
-from volcano_pipelines.steps.spelling import flag_spec
+from volcano_pipelines.interface.spelling import flag_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 # libyaml's safe loader where PyYAML has it: the same objects, a tenth of the pure-Python parser's CPU.

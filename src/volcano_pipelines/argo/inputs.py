@@ -1,7 +1,7 @@
 """A step's Argo parameters and the command line they become, derived from the step's one
-signature (steps/params.py: names, types, defaults, help), its registry entry (steps/registry.py:
+signature (interface/params.py: names, types, defaults, help), its registry entry (steps/registry.py:
 the `vpipe` words, positional arguments, task names) and how `vpipe` spells each parameter
-(steps/spelling.py, which the CLI builds its flags from too). Nothing here lists parameters,
+(interface/spelling.py, which the CLI builds its flags from too). Nothing here lists parameters,
 and nothing reads the CLI's parser: a new step argument becomes an Argo parameter on the next
 compile.
 
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from volcano_pipelines.argo.outputs import DERIVED
-from volcano_pipelines.steps.params import Param, choices, params
-from volcano_pipelines.steps.spelling import CONNECTION_PARAMS, LOCAL_BACKEND_PARAMS, FlagSpec, flag_spec, long_flag
+from volcano_pipelines.interface.params import Param, choices, params
+from volcano_pipelines.interface.spelling import CONNECTION_PARAMS, LOCAL_BACKEND_PARAMS, FlagSpec, flag_spec, long_flag
 
 __all__ = ["FIXED_BY_POD", "Input", "StepCommand", "output_names", "step_command"]
 
@@ -113,7 +113,7 @@ def _lines(help_text: str, metavar: str | None) -> str:
 
 
 def _inputs_for(param: Param, spec: FlagSpec, *, positional: bool, tasks: Sequence[str]) -> list[Input]:
-    """The Argo parameters of one step parameter, spelled as `vpipe` spells it (steps/spelling.py)."""
+    """The Argo parameters of one step parameter, spelled as `vpipe` spells it (interface/spelling.py)."""
     name, help_text = _dashes(param.name), param.help
     default = None if param.required else _text(param.default)
     if positional:  # a word: sync's SRC and DST; optional (None by default): reap's JOB

@@ -186,8 +186,8 @@ def _missing_extra(command: str | None, err: ModuleNotFoundError) -> int:
 
 
 def as_typed(parser: argparse.ArgumentParser, err: VpipeError) -> VpipeError:
-    """An input error that still names a step's argument (`kubeconfig`, `out`) names what the
-    user typed instead: the command's flag with that destination (`--kubeconfig`, `--out`), or
+    """An input error that still names a step's argument (`out`, `namespace`) names what the
+    user typed instead: the command's flag with that destination (`--out`, `-n`), or
     its positional word (`JOB`). The last translation, for what a command did not name itself."""
     if not isinstance(err, InputError) or not err.field.isidentifier():
         return err

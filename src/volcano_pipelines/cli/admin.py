@@ -19,7 +19,7 @@ from typing import Any
 from volcano_pipelines.cli import command_help
 from volcano_pipelines.errors import EXIT_OK
 from volcano_pipelines.steps import Connection, namespace_prepare, pv_reuse
-from volcano_pipelines.steps.params import gather, group_fields
+from volcano_pipelines.interface.params import gather, group_fields
 
 __all__ = ["register"]
 

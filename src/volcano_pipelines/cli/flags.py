@@ -1,5 +1,5 @@
 """Step parameters -> argparse flags. The flag set and every help text are derived from the
-step's signature and docstring (steps/params.py), each flag's spelling from steps/spelling.py
+step's signature and docstring (interface/params.py), each flag's spelling from interface/spelling.py
 (which the Argo templates read too). Translation only: no decisions about values."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps.params import Param, choices, grouped, item_hint, params, scalar_type
-from volcano_pipelines.steps.spelling import WORKER_ALIASES, FlagSpec, flag_spec
+from volcano_pipelines.interface.params import Param, choices, grouped, item_hint, params, scalar_type
+from volcano_pipelines.interface.spelling import WORKER_ALIASES, FlagSpec, flag_spec
 
 __all__ = ["FlagSpec", "add_step_flags", "flag_error", "flag_for", "scalar_flag_type", "step_kwargs", "typed_flag"]
 

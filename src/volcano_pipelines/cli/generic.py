@@ -18,7 +18,7 @@ from typing import Any
 from volcano_pipelines.cli import flags
 from volcano_pipelines.cli.progress import configure_logging, make_progress
 from volcano_pipelines.errors import EXIT_FAILED, EXIT_OK, InputError
-from volcano_pipelines.steps.params import params
+from volcano_pipelines.interface.params import params
 from volcano_pipelines.steps.registry import Step
 
 __all__ = ["call_step", "print_result", "register_step"]

@@ -14,7 +14,7 @@ from volcano_pipelines.cli.generic import call_step
 from volcano_pipelines.errors import EXIT_FAILED, EXIT_OK, InputError
 from volcano_pipelines.manifest import to_yaml
 from volcano_pipelines import steps
-from volcano_pipelines.steps.params import params
+from volcano_pipelines.interface.params import params
 from volcano_pipelines.steps.registry import Step
 
 # Resource parameters are per task for training (--worker-cpu); these steps run one kind of

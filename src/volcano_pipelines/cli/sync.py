@@ -20,7 +20,7 @@ from volcano_pipelines.steps import sync as sync_step
 from volcano_pipelines.steps import DEFAULT_DURABILITY, DEFAULT_STREAMS, DURABILITY_MODES
 from volcano_pipelines.cli.flags import add_step_flags, flag_for, step_kwargs
 from volcano_pipelines.cli.generic import print_result
-from volcano_pipelines.steps.params import params
+from volcano_pipelines.interface.params import params
 from volcano_pipelines.steps.registry import Step
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from volcano_pipelines.cli import flags
 from volcano_pipelines.errors import EXIT_FAILED, EXIT_OK, InputError
 from volcano_pipelines.manifest import to_yaml
 from volcano_pipelines import steps
-from volcano_pipelines.steps.params import gather, group_fields, params
+from volcano_pipelines.interface.params import gather, group_fields, params
 from volcano_pipelines.steps import TrainResult
 from volcano_pipelines.steps.registry import CLI, Step, steps_for
 from volcano_pipelines.volcano.report_lines import progress_from_dicts
@@ -28,8 +28,8 @@ def register_step(parser: argparse.ArgumentParser, item: Step) -> None:
     cli/__init__.py made from the registry, with the step's help line)."""
     step = item.function()
     if item.words == ("status",):
-        parser.usage = ("vpipe status JOB [-n NAMESPACE] [--kubeconfig PATH] [--context NAME] [--log-lines N] "
-                        "[--post-mortem] [--local-dir DIR] [--json]")
+        connection = " ".join(f"[--{name} {name.upper()}]" for name, _, _, _ in group_fields(steps.Connection))
+        parser.usage = f"vpipe status JOB [-n NAMESPACE] {connection} [--log-lines N] [--post-mortem] [--local-dir DIR] [--json]"
         parser.add_argument("job", help="job name")
         flags.add_step_flags(parser, step, (), skip={"name"})
         parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
@@ -53,12 +53,12 @@ def register_step(parser: argparse.ArgumentParser, item: Step) -> None:
 
 def _where_it_would_go(parser: argparse.ArgumentParser, train_fn: Callable[..., Any]) -> None:
     """`vpipe render` without -n shows the namespace `vpipe train` would submit to (the
-    kubeconfig context's), so `render | kubectl apply -f -` and train agree."""
+    connection's context's), so `render | kubectl apply -f -` and train agree."""
     helps = {p.name: p.help for p in params(train_fn)}
     for action in parser._actions:
         if action.dest == "namespace":
             action.default, action.help = None, helps["namespace"]
-    group = parser.add_argument_group("where the job would go (read from the kubeconfig, nothing is sent)")
+    group = parser.add_argument_group("where the job would go (read from the connection's configuration, nothing is sent)")
     for name, _, _, doc in group_fields(steps.Connection):
         group.add_argument(f"--{name}", help=doc.help)
 

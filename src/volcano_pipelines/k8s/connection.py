@@ -1,4 +1,4 @@
-"""The cluster connection as the steps take it: one parameter group (steps/params.py), light to
+"""The cluster connection as the steps take it: one parameter group (interface/params.py), light to
 import (the Kubernetes client loads only when a step connects)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class Connection:
     """The cluster a step talks to: the one parameter group every cluster step takes
     (`connection: Connection = Connection()`). Its fields, their defaults and their help are
     written here only; the front ends show them as flat inputs (--kubeconfig, --context), as
-    steps/params.py `params` spreads a group, and `grouped` gathers them back."""
+    interface/params.py `params` spreads a group, and `grouped` gathers them back."""
 
     kubeconfig: str | None = arg(None, "kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config)")
     context: str | None = arg(None, "kubeconfig context")

@@ -27,8 +27,8 @@ class RetryPolicy:
     first_delay: float = 0.5
     max_delay: float = 10.0
     # Nothing listens at the address, or something accepted and did not answer within the
-    # request timeout: one retry, then the error (a wrong kubeconfig should not take 16 s to
-    # report, a silent server not minutes).
+    # request timeout: one retry, then the error (a wrong server address should not take 16 s
+    # to report, a silent server not minutes).
     refused_attempts: int = 2
 
     def delays(self) -> Iterator[float]:

@@ -1,5 +1,5 @@
 """The source text of each KFP component function, generated from the step's one signature
-(steps/params.py). KFP lightweight components ship their function's *source* to the pod and
+(interface/params.py). KFP lightweight components ship their function's *source* to the pod and
 read their inputs from its annotations, so the function must spell out every parameter with a
 KFP type and a literal default: writing them by hand would be a second copy of every step
 signature. Pure: text in, text out; nothing here imports kfp."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from volcano_pipelines.steps.params import Param, choices, container, optional, params, scalar_type, strip_none
+from volcano_pipelines.interface.params import Param, choices, container, optional, params, scalar_type, strip_none
 
 if TYPE_CHECKING:  # the specs read every step's result type: a component pod loads only its own step
     from volcano_pipelines.kfp.specs import ComponentSource

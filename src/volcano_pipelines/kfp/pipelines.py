@@ -5,7 +5,7 @@ to KFP inside an exit handler that reports and cleans up:
     train-and-serve-mpi  sync -> train mpi -> tensorboard
 
 Each pipeline parameter is a run input of steps/pipelines.py and takes its type, default and help
-from the step parameter it feeds first (steps/params.py), or the pipelines' shared default where a
+from the step parameter it feeds first (interface/params.py), or the pipelines' shared default where a
 shared cluster needs another; the wiring (what each step is given, and from where) is
 steps/pipelines.py's too. Only KFP's own means are written here: the exit handler, the volumes,
 the serve condition, display names."""
@@ -24,7 +24,7 @@ from volcano_pipelines.kfp import components, platform
 from volcano_pipelines.kfp.generate import kfp_default, kfp_type
 from volcano_pipelines.kfp.runtime import step_function
 from volcano_pipelines.kfp.specs import COMPONENTS, RUNTIME_IMAGE
-from volcano_pipelines.steps.params import Param, params
+from volcano_pipelines.interface.params import Param, params
 from volcano_pipelines.steps.pipelines import (
     DATA_MOUNT,
     JOB,

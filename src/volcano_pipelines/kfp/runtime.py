@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from volcano_pipelines.errors import VpipeError, WorkFailed
 from volcano_pipelines.kfp import summary as summaries
 from volcano_pipelines.kfp.generate import kfp_type
-from volcano_pipelines.steps.params import grouped, item_hint, params
+from volcano_pipelines.interface.params import grouped, item_hint, params
 from volcano_pipelines.steps import TrainResult
 from volcano_pipelines.steps.registry import step as registered
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 
 from volcano_pipelines.images import RUNTIME_IMAGE  # the image every component runs in
 from volcano_pipelines.steps.registry import KFP, Output, output_type, steps_for
-from volcano_pipelines.steps.spelling import LOCAL_BACKEND_PARAMS
+from volcano_pipelines.interface.spelling import LOCAL_BACKEND_PARAMS
 
 __all__ = ["COMPONENTS", "POST_MORTEM_ARTIFACT", "RUNTIME_IMAGE", "ComponentSource"]
 

@@ -19,7 +19,7 @@ _SUPPORT = {
     "SyncInterrupted": "_sync", "TransferProgress": "_sync", "display_path": "_sync", "quoted_path": "_sync",
     "sync_report": "_sync", "threads_left_behind": "_sync",
     "namespace_prepare": "_admin", "pv_reuse": "_admin", "kfp_pod": "_identity", "owner_in": "_identity", "POST_MORTEM_DIR_ENV": "_restarts",
-    "target_namespace": "_train", "Connection": "_job_params",
+    "target_namespace": "_train", "Connection": "_job_params", "CopyPodOptions": "_sync",
 }
 # Each name's module: the steps' from the one list of steps (steps/registry.py). No module is
 # named like a function it exports: importing the module sets the package attribute of that
@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # static types for `from volcano_pipelines.steps import ...` 
         TARGETS as TARGETS,
     )
     from volcano_pipelines.steps._sync import (
+        CopyPodOptions as CopyPodOptions,
         DEFAULT_DURABILITY as DEFAULT_DURABILITY,
         DEFAULT_MAX_DELETE as DEFAULT_MAX_DELETE,
         DEFAULT_STREAMS as DEFAULT_STREAMS,

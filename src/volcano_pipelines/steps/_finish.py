@@ -23,7 +23,7 @@ from volcano_pipelines.errors import InputError
 from volcano_pipelines.labels import TRAIN_STEP
 from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.k8s.connection import Connection
-from volcano_pipelines.steps.params import check_types
+from volcano_pipelines.interface.params import check_types
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.status import FAILED_PHASES, SUCCEEDED_PHASES
 

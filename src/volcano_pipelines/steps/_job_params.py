@@ -1,7 +1,7 @@
 """The train steps' parameters, each declared once: type, default, help and the spec path it
 fills, in groups (the job's target and policy, its code, storage, per-task settings, the TF and
 MPI shapes, how a run waits). `render_tf`, `render_mpi`, `train_tf` and `train_mpi` get their
-flat signatures and docstrings from these (steps/params.py `declare`), the CLI flags, KFP
+flat signatures and docstrings from these (interface/params.py `declare`), the CLI flags, KFP
 inputs and Argo parameters from those, and the job specs are filled by the spec paths here
 (steps/_train_spec.py).
 
@@ -18,7 +18,7 @@ from typing import Literal, get_args
 
 from volcano_pipelines.backends.base import OnCancel
 from volcano_pipelines.k8s.connection import Connection
-from volcano_pipelines.steps.params import arg, declared
+from volcano_pipelines.interface.params import arg, declared
 from volcano_pipelines.volcano.spec import DEFAULT_TF_PORT, JobPolicy, JobTarget, Storage
 from volcano_pipelines.volcano.stalls import OnStall
 
@@ -92,7 +92,7 @@ class Run:
 
     backend: BackendName = arg("cluster", "where the job runs: cluster (Kubernetes + Volcano) or local (processes "
                                           "on this machine)")
-    connection: Connection = arg(Connection(), "the cluster the job goes to (its kubeconfig and context)")
+    connection: Connection = arg(Connection(), "the cluster the job goes to (Connection: its configuration file and context)")
     namespace: str | None = arg(None, "namespace of the job (default: the context's namespace, else default)")
     timeout: float | None = arg(None, "seconds to wait before the job is aborted and the step fails")
     on_cancel: OnCancel = arg("delete", "what SIGTERM / Ctrl-C does to the job: delete, abort or keep", pipeline=True)

@@ -17,7 +17,7 @@ from typing import Literal, get_args
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.k8s.connection import Connection
-from volcano_pipelines.steps.params import check_types
+from volcano_pipelines.interface.params import check_types
 from volcano_pipelines.lifecycle import reap as rule
 from volcano_pipelines.lifecycle.sweep import ReapedUnit, ReapResult, Sweep
 from volcano_pipelines.progress import Progress

@@ -23,7 +23,7 @@ from volcano_pipelines.deadline import Deadline
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.k8s.connection import Connection
-from volcano_pipelines.steps.params import check_types
+from volcano_pipelines.interface.params import check_types
 from volcano_pipelines.objects.serving import (
     GRPC_PORT,
     REST_PORT,

@@ -9,13 +9,14 @@ import os
 import stat
 import uuid
 from collections.abc import Mapping, Sequence
-
+from dataclasses import dataclass
 from typing import Any
 
+from volcano_pipelines.declaration import arg
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.labels import POD_NAME_ENV
 from volcano_pipelines.k8s.connection import Connection
-from volcano_pipelines.steps.params import check_types
+from volcano_pipelines.interface.params import check_types
 from volcano_pipelines.progress import Progress
 from volcano_pipelines.transfer import engine
 from volcano_pipelines.transfer.durability import DEFAULT_DURABILITY, MODES
@@ -39,6 +40,7 @@ __all__ = [
     "DEFAULT_STREAMS",
     "DURABILITY_MODES",
     "DEFAULT_TRANSFERS",
+    "CopyPodOptions",
     "DeletionRefused",
     "SyncFailed",
     "SyncInterrupted",
@@ -56,6 +58,23 @@ MAX_SHARDS = 1000  # one manifest per worker; a task has at most 1000 replicas (
 MAX_CHUNK_MIB = 256
 MAX_STREAMS = 16
 DURABILITY_MODES = MODES
+
+
+@dataclass(frozen=True)
+class CopyPodOptions:
+    """How the copy pods run (`workers` above 1): one parameter group of the sync step, so each
+    setting's default and help are written here only; the front ends show the fields as flat
+    inputs (--queue, --cpu, ...), and steps/_sync_workers.py builds the copy job from the group."""
+
+    queue: str = arg("default", "with workers above 1, the Volcano queue of the copy job")
+    cpu: str = arg("1", "with workers above 1, each copy pod's CPU request")
+    memory: str = arg("1Gi", "with workers above 1, each copy pod's memory request and limit")
+    node_selector: Mapping[str, str] | None = arg(None, "with workers above 1, node labels the copy pods must match")
+    tolerations: Sequence[str] | None = arg(
+        None, "with workers above 1, taints the copy pods tolerate, kubectl form KEY[=VALUE]:EFFECT")
+    spread: bool = arg(False, "with workers above 1, prefer one copy pod per node (pod anti-affinity)")
+    max_retry: int = arg(3, "with workers above 1, runs of the copy job in all before it fails (a killed or evicted "
+                            "pod restarts it; files already in place are not copied again)")
 
 
 def sync_report(src: str, dst: str, dry_run: bool) -> SyncResult:
@@ -118,13 +137,7 @@ def sync(
     dest_subpath: str | None = None,
     namespace: str | None = None,
     image: str | None = None,
-    queue: str = "default",
-    cpu: str = "1",
-    memory: str = "1Gi",
-    node_selector: Mapping[str, str] | None = None,
-    tolerations: Sequence[str] | None = None,
-    spread: bool = False,
-    max_retry: int = 3,
+    copy_pods: CopyPodOptions = CopyPodOptions(),
     owner: str | None = None,
     connection: Connection = Connection(),
     progress: Progress | TransferProgress | None = None,
@@ -185,14 +198,6 @@ def sync(
         namespace: with workers above 1, the namespace of the copy job (default: the context's, the pod's own in a cluster)
         image: with workers above 1, the copy pods' image (default: this step pod's own, else the project's runtime
             image of this version)
-        queue: with workers above 1, the Volcano queue of the copy job
-        cpu: with workers above 1, each copy pod's CPU request
-        memory: with workers above 1, each copy pod's memory request and limit
-        node_selector: with workers above 1, node labels the copy pods must match
-        tolerations: with workers above 1, taints the copy pods tolerate, kubectl form KEY[=VALUE]:EFFECT
-        spread: with workers above 1, prefer one copy pod per node (pod anti-affinity)
-        max_retry: with workers above 1, runs of the copy job in all before it fails (a killed or evicted pod restarts
-            it; files already in place are not copied again)
         owner: with workers above 1, the copy job's owner, API_VERSION/KIND/NAME/UID in its namespace: deleting the
             owner deletes the job (default in a KFP or Argo pipeline: the Workflow that owns this step's pod, when
             the copy job is in the pod's namespace: deleting the run stops its copy pods)
@@ -262,7 +267,7 @@ def sync(
 
 MAX_WORKERS = 1000  # a task has at most 1000 replicas (volcano/validate.py)
 # The inputs that only the copy pods use, and their defaults: given with workers=1, a mistake.
-_POD_INPUTS = {"dest_pvc": None, "dest_subpath": None, "spread": False}
+_POD_INPUTS = {"dest_pvc": None, "dest_subpath": None}
 
 
 def _check_workers(args: Mapping[str, Any], scheme: str) -> None:
@@ -270,9 +275,10 @@ def _check_workers(args: Mapping[str, Any], scheme: str) -> None:
     if not 1 <= workers <= MAX_WORKERS:
         raise InputError("workers", workers, f"an integer from 1 (this process copies) to {MAX_WORKERS} (copy pods)")
     if workers == 1:
-        for name, default in _POD_INPUTS.items():
-            if args[name] != default:
-                raise InputError(name, args[name], "only with workers above 1 (copy pods)")
+        given = {**{name: args[name] for name in _POD_INPUTS}, "spread": args["copy_pods"].spread}
+        for name, default in {**_POD_INPUTS, "spread": False}.items():
+            if given[name] != default:
+                raise InputError(name, given[name], "only with workers above 1 (copy pods)")
         return
     if scheme == "file":
         raise InputError("workers", workers, "1 for a local source (copy pods cannot read this machine's files): "
@@ -306,12 +312,13 @@ def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
         check_dns_subdomain("dest_pvc", args["dest_pvc"])
     if args["dest_subpath"]:
         check_relative_path("dest_subpath", args["dest_subpath"])
-    check_quantity("cpu", args["cpu"])
-    check_quantity("memory", args["memory"])
-    check_labels("node_selector", args["node_selector"] or {})
-    tolerations = parse_tolerations("tolerations", args["tolerations"] or [])
-    if not 1 <= args["max_retry"] <= 100:
-        raise InputError("max_retry", args["max_retry"], "an integer from 1 to 100")
+    options: CopyPodOptions = args["copy_pods"]
+    check_quantity("cpu", options.cpu)
+    check_quantity("memory", options.memory)
+    check_labels("node_selector", options.node_selector or {})
+    parse_tolerations("tolerations", options.tolerations or [])
+    if not 1 <= options.max_retry <= 100:
+        raise InputError("max_retry", options.max_retry, "an integer from 1 to 100")
     if args["owner"] is not None:
         owner_reference("owner", args["owner"])
     if args["dry_run"]:
@@ -324,10 +331,7 @@ def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
     found = destination_claim(args["dst"], args["dest_pvc"], args["dest_subpath"], args["image"], args["connection"],
                               {k: v for k, v in carried.items() if v})
     pods = CopyPods(namespace=args["namespace"], claim=found.claim, subpath=found.subpath, image=found.image,
-                    config=found.config,
-                    queue=args["queue"], cpu=args["cpu"], memory=args["memory"],
-                    node_selector=dict(args["node_selector"] or {}), tolerations=tuple(tolerations),
-                    spread=args["spread"], max_retry=args["max_retry"],
+                    config=found.config, options=options,
                     owner=copy_job_owner(args["owner"], found, args["namespace"]),
                     connection=args["connection"])
     return {"run_id": run_id, "job_name": copy_job_name(run_id), "launcher": launcher(pods)}

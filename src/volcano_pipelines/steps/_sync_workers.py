@@ -10,16 +10,18 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.images import RUNTIME_IMAGE
 from volcano_pipelines.k8s.connection import Connection
 from volcano_pipelines.objects.podspec import mounted_claim, mounted_config
+from volcano_pipelines.objects.validate import parse_tolerations
 from volcano_pipelines.labels import POD_NAME_ENV
 from volcano_pipelines.progress import LineProgress
 from volcano_pipelines.steps._identity import owner_in, workflow_owner
+from volcano_pipelines.steps._sync import CopyPodOptions
 from volcano_pipelines.transfer.partition import RunRecord
 from volcano_pipelines.volcano.copyjob import CopyJobSpec, build_copy_job
 from volcano_pipelines.volcano.spec import JobOptions, Resources, Role
@@ -34,20 +36,15 @@ _JOB_INPUTS = frozenset({"namespace", "image", "queue", "max_retry", "owner"})
 
 @dataclass(frozen=True)
 class CopyPods:
-    """What the copy pods are given besides their partitions: the sync step's own inputs."""
+    """What the copy pods are given besides their partitions: the sync step's own inputs (how
+    they run: `options`, the step's CopyPodOptions group as given)."""
 
     namespace: str | None
     claim: str
     subpath: str | None
     image: str = RUNTIME_IMAGE  # default: the step pod's own (destination_claim)
     config: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = ()  # (volume, mount) of the client's files
-    queue: str = "default"
-    cpu: str = "1"
-    memory: str = "1Gi"
-    node_selector: Mapping[str, str] = field(default_factory=dict)
-    tolerations: tuple[dict[str, Any], ...] = ()
-    spread: bool = False
-    max_retry: int = 3
+    options: CopyPodOptions = CopyPodOptions()
     owner: str | None = None  # API_VERSION/KIND/NAME/UID in the job's namespace (KFP: the run's Workflow)
     connection: Connection = Connection()
 
@@ -127,12 +124,14 @@ def _normal(path: str) -> str:
 
 def copy_job_manifest(pods: CopyPods, record: RunRecord, namespace: str) -> dict[str, Any]:
     """The Volcano Job that copies `record`'s partitions, one pod each. Pure."""
-    job = JobOptions(record.job, namespace=namespace, image=pods.image, queue=pods.queue, max_retry=pods.max_retry,
-                     run_id=record.run_id, owner=pods.owner, pod_security="restricted")
-    role = Role(resources=Resources(cpu=pods.cpu, memory=pods.memory), node_selector=dict(pods.node_selector),
-                tolerations=pods.tolerations)
+    options = pods.options
+    job = JobOptions(record.job, namespace=namespace, image=pods.image, queue=options.queue,
+                     max_retry=options.max_retry, run_id=record.run_id, owner=pods.owner, pod_security="restricted")
+    role = Role(resources=Resources(cpu=options.cpu, memory=options.memory),
+                node_selector=dict(options.node_selector or {}),
+                tolerations=tuple(parse_tolerations("tolerations", options.tolerations or [])))
     return build_copy_job(CopyJobSpec(job, workers=record.parts, claim=pods.claim, subpath=pods.subpath, role=role,
-                                      spread=pods.spread, config=pods.config))
+                                      spread=options.spread, config=pods.config))
 
 
 def launcher(pods: CopyPods) -> Any:

@@ -15,7 +15,7 @@ from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps._service_checks import check_common, require_pvc
 from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.k8s.connection import Connection
-from volcano_pipelines.steps.params import check_types
+from volcano_pipelines.interface.params import check_types
 from volcano_pipelines.objects.tensorboard import (
     STEP,
     TENSORBOARD_IMAGE,

@@ -30,7 +30,7 @@ from volcano_pipelines.steps._job_params import (
     Tasks,
     TFShape,
 )
-from volcano_pipelines.steps.params import bind, check_types, declare, declared, extend_signature
+from volcano_pipelines.interface.params import bind, check_types, declare, declared, extend_signature
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.mpi import build_mpi_job
 from volcano_pipelines.volcano.stalls import ON_STALL_CHOICES, with_stall_timeout
@@ -225,10 +225,10 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
 
 def target_namespace(connection: Connection = Connection()) -> str:
     """The namespace a job given none is sent to (what a dry run and `vpipe render` show): the
-    kubeconfig context's, the pod's own inside a cluster, else `default`; read without
+    connection's context's, the pod's own inside a cluster, else `default`; read without
     connecting, as the submission reads it (without loading the Kubernetes client). A named
-    kubeconfig that does not exist, or a named context it lacks, is refused as the submission
-    would refuse it."""
+    configuration file that does not exist, or a named context it lacks, is refused as the
+    submission would refuse it."""
     connection.check()
     return connection.default_namespace()
 
@@ -259,7 +259,7 @@ def _saved_record(name: str, namespace: str | None, connection: Connection, plac
         if len(found) > 1:
             raise InputError("namespace", None, f"one of {', '.join(found)}: job {name} has a post-mortem record "
                                                 "in each of these namespaces (give -n)")
-        # The one namespace holding a record needs no kubeconfig; with none, where a job would go.
+        # The one namespace holding a record needs no connection; with none, where a job would go.
         namespace = found[0] if found else target_namespace(connection)
     for place in places:
         if record_paths(namespace, name, place)[0].is_file():

@@ -25,7 +25,7 @@ from volcano_pipelines.volcano.spec import (
 )
 from volcano_pipelines.objects.validate import parse_tolerations
 from volcano_pipelines.steps._job_params import Tasks, spec_params
-from volcano_pipelines.steps.params import declared
+from volcano_pipelines.interface.params import declared
 
 __all__ = ["ALL_TASKS", "MPI_MASTER_RESOURCES", "MPI_TASKS", "TF_TASKS", "mpi_spec", "named_by_params", "param_for", "roles", "tf_spec"]
 

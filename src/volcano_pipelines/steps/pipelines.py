@@ -17,7 +17,7 @@ from typing import Any
 
 from volcano_pipelines.postmortem import POST_MORTEM_VOLUME_DIR_ENV
 from volcano_pipelines.steps._job_params import ALL_GROUPS, Run
-from volcano_pipelines.steps.params import declared
+from volcano_pipelines.interface.params import declared
 
 __all__ = ["DATA_MOUNT", "DEADLINE_SECONDS", "JOB", "JOB_NAMESPACE", "LOG_MOUNT", "LOG_MOUNT_STEPS", "PIPELINES",
            "POST_MORTEM_VOLUME_DIR", "POST_MORTEM_VOLUME_DIR_ENV", "SERVE_SWITCH", "SERVING_SUFFIX",

@@ -24,7 +24,7 @@ from volcano_pipelines.argo import pipelines as argo_pipelines
 from volcano_pipelines.argo import templates
 from volcano_pipelines.argo.inputs import FIXED_BY_POD, output_names
 from volcano_pipelines.argo.outputs import output_files, termination_message
-from volcano_pipelines.steps.params import params
+from volcano_pipelines.interface.params import params
 from volcano_pipelines.steps.pipelines import LEFT_OUT, WIRING, shared_defaults
 from volcano_pipelines.steps.registry import ARGO, steps_for
 from volcano_pipelines.steps._results import TrainResult
@@ -101,7 +101,7 @@ def test_every_flag_of_the_step_is_a_parameter_with_the_signature_default(name: 
 
 def test_a_new_step_argument_becomes_a_parameter() -> None:
     """Nothing in argo/ lists parameters or reads the CLI: a parameter the step gains appears
-    in the template, spelled as steps/spelling.py says `vpipe` spells it."""
+    in the template, spelled as interface/spelling.py says `vpipe` spells it."""
 
     def sync(src: str, dst: str, *, max_age: str | None = None, fast: bool = False) -> Any:
         """Sync.

@@ -15,9 +15,9 @@ import yaml
 
 from volcano_pipelines.cli import main
 from volcano_pipelines.cli.flags import cli_help, in_flags, negated_help
-from volcano_pipelines.steps.spelling import flag_spec
+from volcano_pipelines.interface.spelling import flag_spec
 from volcano_pipelines.k8s.client import connect
-from volcano_pipelines.steps.params import params
+from volcano_pipelines.interface.params import params
 from volcano_pipelines.steps._train import status, train_mpi, train_tf
 
 

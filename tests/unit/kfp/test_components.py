@@ -29,8 +29,8 @@ from volcano_pipelines.kfp.generate import (
 )
 from volcano_pipelines.kfp.runtime import step_function
 from volcano_pipelines.kfp.specs import COMPONENTS, RUNTIME_IMAGE, ComponentSource
-from volcano_pipelines.steps.params import NOT_FRONT_END, params
-from volcano_pipelines.steps.spelling import LOCAL_BACKEND_PARAMS
+from volcano_pipelines.interface.params import NOT_FRONT_END, params
+from volcano_pipelines.interface.spelling import LOCAL_BACKEND_PARAMS
 
 REPO = Path(__file__).resolve().parents[3]
 KFP_TYPES = {"str": "String", "int": "Integer", "float": "Float", "bool": "Boolean", "list": "List", "dict": "Dict"}

@@ -19,7 +19,7 @@ from volcano_pipelines.kfp.generate import kfp_default, kfp_type
 from volcano_pipelines.kfp.platform import StepPod
 from volcano_pipelines.kfp.runtime import step_function
 from volcano_pipelines.kfp.specs import COMPONENTS
-from volcano_pipelines.steps.params import params
+from volcano_pipelines.interface.params import params
 from volcano_pipelines.steps.pipelines import shared_defaults
 
 RUN_ID = "{{$.pipeline_job_uuid}}"

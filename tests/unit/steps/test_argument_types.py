@@ -94,7 +94,7 @@ def test_cli_int32_flags_are_bounded(flag: str, value: str, capsys: pytest.Captu
 def test_describe_reads_the_hints() -> None:
     from collections.abc import Mapping, Sequence
 
-    from volcano_pipelines.steps.params import describe
+    from volcano_pipelines.interface.params import describe
 
     assert describe(int | None) == "an integer or None"
     assert describe(Mapping[str, Mapping[str, str]]) == "a mapping of strings to mappings of strings to strings"
@@ -102,7 +102,7 @@ def test_describe_reads_the_hints() -> None:
 
 
 def test_check_types_ignores_python_only_arguments() -> None:
-    from volcano_pipelines.steps.params import check_types
+    from volcano_pipelines.interface.params import check_types
 
     def step(name: str, progress: int | None = None) -> None:
         check_types(step, locals())

@@ -15,7 +15,7 @@ from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps import render_mpi, render_tf, train_mpi, train_tf
 from volcano_pipelines.steps._job_params import ALL_GROUPS, Connection, Run, spec_params
 from volcano_pipelines.steps._train_spec import param_for
-from volcano_pipelines.steps.params import declared, params
+from volcano_pipelines.interface.params import declared, params
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, Storage
 
 SPEC_TYPES = {"job": JobOptions, "code": CodeSource, "storage": Storage}

@@ -15,7 +15,7 @@ import pytest
 from tests.helpers.source import parsed
 
 import volcano_pipelines.steps as steps_package
-from volcano_pipelines.steps.params import params
+from volcano_pipelines.interface.params import params
 from volcano_pipelines.steps.registry import (ARGO, CLI, GROUPS, KFP, STEPS, WHOLE, Step, exports, output_type,
                                               steps_for)
 

@@ -118,7 +118,7 @@ def test_the_plan_counts_every_listed_source_entry() -> None:
 
 def test_every_step_parameter_has_its_flag_and_every_flag_exists() -> None:
     from volcano_pipelines.cli.flags import flag_for
-    from volcano_pipelines.steps.params import params as front_end_params
+    from volcano_pipelines.interface.params import params as front_end_params
 
     params = {p.name for p in front_end_params(sync)}  # the connection group spread into its fields
     assert set(FLAGS) < params

@@ -10,7 +10,7 @@ import pytest
 
 from volcano_pipelines.cli import main
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps import Connection, sync
+from volcano_pipelines.steps import Connection, CopyPodOptions, sync
 
 SRC = "webhdfs://127.0.0.1:9/data"  # never reached: every case fails before
 
@@ -19,14 +19,14 @@ SRC = "webhdfs://127.0.0.1:9/data"  # never reached: every case fails before
     ({"workers": 0}, "workers", "from 1"),
     ({"workers": 1001}, "workers", "to 1000"),
     ({"dest_pvc": "data"}, "dest_pvc", "only with workers above 1"),
-    ({"spread": True}, "spread", "only with workers above 1"),
+    ({"copy_pods": CopyPodOptions(spread=True)}, "spread", "only with workers above 1"),
     ({"workers": 2, "hadoop_conf_dir": "/etc/hadoop"}, "hadoop_conf_dir", "Secret or ConfigMap volume of a step pod"),
     ({"workers": 2, "kerberos_ccache": "/tmp/krb5cc"}, "kerberos_ccache", "Secret or ConfigMap volume of a step pod"),
     ({"workers": 2, "dest_subpath": "a"}, "dest_subpath", "only with dest_pvc"),
     ({"workers": 2, "dest_pvc": "d", "run_id": "../x"}, "run_id", "letters, digits"),
-    ({"workers": 2, "dest_pvc": "d", "cpu": "lots"}, "cpu", ""),
-    ({"workers": 2, "dest_pvc": "d", "tolerations": ["nope"]}, "tolerations", "KEY[=VALUE]:EFFECT"),
-    ({"workers": 2, "dest_pvc": "d", "max_retry": 0}, "max_retry", "from 1 to 100"),
+    ({"workers": 2, "dest_pvc": "d", "copy_pods": CopyPodOptions(cpu="lots")}, "cpu", ""),
+    ({"workers": 2, "dest_pvc": "d", "copy_pods": CopyPodOptions(tolerations=["nope"])}, "tolerations", "KEY[=VALUE]:EFFECT"),
+    ({"workers": 2, "dest_pvc": "d", "copy_pods": CopyPodOptions(max_retry=0)}, "max_retry", "from 1 to 100"),
     ({"workers": 2}, "dest_pvc", "PersistentVolumeClaim mounted at DST"),
     ({"workers": 2, "dest_pvc": " data"}, "dest_pvc", ""),
     ({"workers": 2, "dest_pvc": "data\n"}, "dest_pvc", ""),

@@ -1,4 +1,4 @@
-"""steps/params.py: parameters read from a step's signature, type hints and docstring."""
+"""interface/params.py: parameters read from a step's signature, type hints and docstring."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from volcano_pipelines.steps import train_tf
-from volcano_pipelines.steps.params import choices, container, extend_signature, item_hint, params, scalar_type
+from volcano_pipelines.interface.params import choices, container, extend_signature, item_hint, params, scalar_type
 
 
 def _two_spaces(name: str, *, cpu: Mapping[str, str] | None = None, mode: Literal["a", "b"] = "a") -> None:

@@ -169,7 +169,7 @@ def gather(group: type[G], values: Mapping[str, Any]) -> G:
 
 
 def grouped(fn: Callable[..., Any], flat: Mapping[str, Any]) -> dict[str, Any]:
-    """Flat front-end values (kubeconfig=..., context=...) as the arguments of `fn`: the fields
+    """Flat front-end values (a group's fields among the others) as the arguments of `fn`: the fields
     of each group parameter gathered into the group (the others as they are)."""
     out = dict(flat)
     hints = _hints(fn)

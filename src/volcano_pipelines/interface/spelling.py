@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from volcano_pipelines.k8s.connection import Connection
-from volcano_pipelines.steps.params import Param, container, group_fields, item_hint, strip_none
+from volcano_pipelines.interface.params import Param, container, group_fields, item_hint, strip_none
 
 __all__ = ["CONNECTION_PARAMS", "FLAT_SPELLING", "RUN_PARAMS", "SPELLING", "WORKER_ALIASES", "FlagSpec", "flag_spec", "long_flag",
            "per_task"]
