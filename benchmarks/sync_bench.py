@@ -26,7 +26,10 @@ brick) run on CPU 0 and the copier (vpipe, rclone, the loop; with the volume's F
 runs on the copier's machine in a real deployment) on CPU 1, as two machines would be; without
 it everything shares both CPUs. `--hdfs-native stock,patched`: vpipe's rows once with the
 environment's hdfs-native and once (`-patched` rows) with the patched wheel of
-images/hdfs-native/ (built, or taken from its cache) first on PYTHONPATH.
+images/hdfs-native/ (built, or taken from its cache) first on PYTHONPATH. `--vpipe-at REV`:
+vpipe's rows once more as the copier was at git revision REV (its src/ first on PYTHONPATH,
+this environment's hdfs-native; '-REV' rows), so a change is measured against what came
+before it the same hour, not against another day's ratios.
 
   python benchmarks/sync_bench.py --repeat 3
   python benchmarks/sync_bench.py --repeat 3 --pin --hdfs-native stock,patched
@@ -134,6 +137,22 @@ def read_path(env: dict[str, str]) -> str:
     """How vpipe reads hdfs:// with this environment (SyncResult.read_path)."""
     code = "from volcano_pipelines.transfer.sources import hdfs_read_path; print(hdfs_read_path())"
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def source_at(rev: str, where: Path) -> Path:
+    """The package's src/ as it was at git revision `rev`, unpacked under `where` and compiled;
+    checked to be what `python -m volcano_pipelines` imports with it first on PYTHONPATH."""
+    where.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
+    src = where / "src"
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True, capture_output=True)
+    code = "import volcano_pipelines; print(volcano_pipelines.__file__)"
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
+    if not found.startswith(str(src)):
+        raise RuntimeError(f"--vpipe-at {rev}: python imports {found}, not {src}")
+    return src
 
 
 def pin(pids: list[int], cpu: int) -> None:
@@ -266,6 +285,9 @@ def main() -> int:
     ap.add_argument("--hdfs-native", default="stock",
                     help="vpipe's hdfs-native for hdfs:// rows, comma-separated: stock (this environment's), patched "
                          "(images/hdfs-native/, '-patched' rows)")
+    ap.add_argument("--vpipe-at", default="",
+                    help="also vpipe's rows as the copier was at this git revision ('-REV' rows: its src/ first on "
+                         "PYTHONPATH, this environment's hdfs-native)")
     ap.add_argument("--cases", default="a,b,c", help="the cases to run, comma-separated (c re-syncs b's copies: needs b)")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes, one run each: checks that every tool and every row still works (CI)")
@@ -338,6 +360,14 @@ def main() -> int:
                 tool = f"vpipe-{mode}{suffix}"
                 tools[tool] = lambda src, dst, mode=mode: [*vpipe, "--durability", mode, f"{hdfs.url}{src}", str(dst)]
                 envs[tool] = benv
+        at_suffix = f"-{args.vpipe_at}" if args.vpipe_at else ""
+        if args.vpipe_at:
+            aenv = {**env, "PYTHONPATH": os.pathsep.join([str(source_at(args.vpipe_at, work / "vpipe-at")),
+                                                          env.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+            for mode in modes:
+                tool = f"vpipe-{mode}{at_suffix}"
+                tools[tool] = lambda src, dst, mode=mode: [*vpipe, "--durability", mode, f"{hdfs.url}{src}", str(dst)]
+                envs[tool] = aenv
         if paths.get("patched") not in (None, "hdfs-readinto"):
             raise RuntimeError(f"the patched hdfs-native did not give vpipe its readinto path: {paths['patched']}")
         print("hdfs:// read path: " + ", ".join(f"{b} hdfs-native: {p}" for b, p in paths.items()), flush=True)
@@ -457,7 +487,7 @@ def main() -> int:
                 ratio = f"{rclone_best / med[tool]:.2f}x" if rclone_best and case != "raw" else "-"
                 ops = [sum(r.ops.values()) for r in rs if r.ops]
                 per_file = f"{statistics.median(ops) / files:.2f}" if ops and files and case != "raw" else "-"
-                durable = DURABLE.get(tool.removesuffix("-web").removesuffix("-patched"), DURABLE.get(tool.split("-t")[0], "?"))
+                durable = DURABLE.get(tool.removesuffix("-web").removesuffix("-patched").removesuffix(at_suffix or "-"), DURABLE.get(tool.split("-t")[0], "?"))
                 hdfs_cpus = [r.hdfs_cpu for r in rs if r.hdfs_cpu is not None]
                 jvm_cpu = f"{statistics.median(hdfs_cpus):.2f}" if hdfs_cpus and case != "raw" else "-"
                 gl_cpus = [r.gluster_cpu for r in rs if r.gluster_cpu is not None]

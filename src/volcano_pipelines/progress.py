@@ -9,11 +9,12 @@ import logging
 import sys
 import threading
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from volcano_pipelines.volcano.report_lines import TrainingProgress
-from volcano_pipelines.volcano.status import JobStatus, format_progress
-from volcano_pipelines.volcano.summary import JobSummary, format_training, summary_details
+if TYPE_CHECKING:  # a sync reports through this module too and never loads the job readers
+    from volcano_pipelines.volcano.report_lines import TrainingProgress
+    from volcano_pipelines.volcano.status import JobStatus
+    from volcano_pipelines.volcano.summary import JobSummary
 
 __all__ = ["LineProgress", "Progress", "configure_logging"]
 
@@ -119,6 +120,8 @@ class LineProgress(Progress):
             self._write(f"WARNING {line}")
 
     def job(self, name: str, status: JobStatus, problem: str | None) -> None:
+        from volcano_pipelines.volcano.status import format_progress
+
         line = format_progress(name, status, problem)
         now = self.clock()
         with self.lock:
@@ -129,6 +132,8 @@ class LineProgress(Progress):
 
     def summary(self, summary: JobSummary) -> None:
         # Beside the one-line counts: the details, each time they change (bounded, volcano/summary.py).
+        from volcano_pipelines.volcano.summary import summary_details
+
         details = summary_details(summary)
         with self.lock:
             if details != self.last_details:
@@ -138,6 +143,8 @@ class LineProgress(Progress):
 
     def training(self, name: str, state: TrainingProgress) -> None:
         # The follower calls this only when the figures changed, at most once per read.
+        from volcano_pipelines.volcano.summary import format_training
+
         self.note(format_training(name, state))
 
     def output(self, line: str) -> None:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from volcano_pipelines.progress import LineProgress, Progress, configure_logging
-from volcano_pipelines.volcano.report_lines import TrainingProgress
-from volcano_pipelines.volcano.status import JobStatus
-from volcano_pipelines.volcano.summary import JobSummary, summary_lines, training_figures
+
+if TYPE_CHECKING:  # `vpipe sync` builds its progress here too and never loads the job readers
+    from volcano_pipelines.volcano.report_lines import TrainingProgress
+    from volcano_pipelines.volcano.status import JobStatus
+    from volcano_pipelines.volcano.summary import JobSummary
 
 __all__ = ["QuietProgress", "RichProgress", "configure_logging", "make_progress"]
 
@@ -83,10 +85,14 @@ class RichProgress(Progress):
             self._print(f"warning: {line}")
 
     def job(self, name: str, status: JobStatus, problem: str | None) -> None:
+        from volcano_pipelines.volcano.summary import JobSummary
+
         self.summary(JobSummary.of(name, status, problem))
 
     def summary(self, summary: JobSummary) -> None:
         with self.lock:
+            from volcano_pipelines.volcano.summary import summary_lines
+
             self.lines = summary_lines(summary)
             self._start()
             self._redraw()
@@ -102,6 +108,8 @@ class RichProgress(Progress):
 
     def training(self, name: str, state: TrainingProgress) -> None:
         from rich.progress import BarColumn, Progress as Bar, TaskProgressColumn, TextColumn
+
+        from volcano_pipelines.volcano.summary import training_figures
 
         with self.lock:
             if self.training_bar is None:

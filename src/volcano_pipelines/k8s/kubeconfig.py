@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import yaml
-
 __all__ = ["DEFAULT_NAMESPACE", "IN_CLUSTER_NAMESPACE_FILE", "check_named", "context_namespace", "default_namespace",
            "known_contexts", "read_contexts", "read_text"]
 
@@ -25,6 +23,8 @@ def default_namespace(kubeconfig: str | None = None, context: str | None = None)
     """The namespace `connect` uses when none is named, read without connecting: the context's,
     the pod's own in a cluster, else `default`. A kubeconfig that cannot be read gives
     `default` here; `connect` reports it."""
+    import yaml  # here, not at the top: `vpipe sync` imports this module and reads no kubeconfig
+
     try:
         if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
             return read_text(IN_CLUSTER_NAMESPACE_FILE) or DEFAULT_NAMESPACE
@@ -57,6 +57,8 @@ def context_namespace(kubeconfig: str | None, context: str | None) -> str | None
 
 def known_contexts(kubeconfig: str | None) -> list[str]:
     """The kubeconfig's context names; [] when it cannot be read (`connect` says why)."""
+    import yaml
+
     try:
         return sorted(read_contexts(kubeconfig)[0])
     except (OSError, yaml.YAMLError, TypeError, AttributeError, ValueError):
@@ -65,6 +67,8 @@ def known_contexts(kubeconfig: str | None) -> list[str]:
 
 def read_contexts(kubeconfig: str | None) -> tuple[dict[str, Any], str | None]:
     """Every context of the kubeconfig (name -> its `context` mapping) and the current one."""
+    import yaml
+
     contexts: dict[str, Any] = {}
     current: str | None = None
     for path in (kubeconfig or os.environ.get("KUBECONFIG", "~/.kube/config")).split(os.pathsep):

@@ -11,11 +11,10 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from volcano_pipelines.errors import ClusterError, InputError, VpipeError, WorkFailed
 from volcano_pipelines.transfer import dest as dest_mod
-from volcano_pipelines.transfer import fanout, partition
 from volcano_pipelines.transfer.executor import Executor, Options, Outcome, Result
 from volcano_pipelines.transfer.plan import (
     DEFAULT_MAX_DELETE,
@@ -36,6 +35,10 @@ from volcano_pipelines.transfer.retries import short_error
 from volcano_pipelines.transfer.sources import Auth, SourceMissing, open_source
 from volcano_pipelines.transfer.waiting import answering_signals
 from volcano_pipelines.transfer.urls import Location
+
+if TYPE_CHECKING:  # the copy pods' modules load only for a sync with --workers above 1
+    from volcano_pipelines.transfer import fanout
+
 
 __all__ = ["MAX_LISTED_FAILURES", "SyncRequest", "run"]
 log = logging.getLogger(__name__)
@@ -97,6 +100,8 @@ def _run(request: SyncRequest, result: SyncResult, progress: Progress, started: 
     """List, plan and carry out (or describe) the plan. True when Ctrl-C stopped it."""
     location, root = request.location, request.root
     if _fanned_out(request) and not request.dry_run:
+        from volcano_pipelines.transfer import fanout, partition
+
         record = partition.load_run(root, request.run_id) if os.path.isdir(root) else None
         if record is not None:  # planned by an earlier attempt of this step: attach, do not plan again
             if record.src != request.src:
@@ -269,6 +274,8 @@ def _execute(
         raise _dest_error(err, f"creating {root}") from err
     with dest_mod.DestLock(root):
         if _fanned_out(request):
+            from volcano_pipelines.transfer import fanout
+
             fanout.execute(request, result, plan, source, progress)
             return False
         work = plan.of(Action.COPY, Action.COMPARE)
