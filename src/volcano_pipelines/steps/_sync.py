@@ -267,7 +267,7 @@ def sync(
 
 MAX_WORKERS = 1000  # a task has at most 1000 replicas (volcano/validate.py)
 # The inputs that only the copy pods use, and their defaults: given with workers=1, a mistake.
-_POD_INPUTS = {"dest_pvc": None, "dest_subpath": None}
+_POD_INPUTS = {"dest_pvc": None, "dest_subpath": None, "spread": False}
 
 
 def _check_workers(args: Mapping[str, Any], scheme: str) -> None:
@@ -275,10 +275,10 @@ def _check_workers(args: Mapping[str, Any], scheme: str) -> None:
     if not 1 <= workers <= MAX_WORKERS:
         raise InputError("workers", workers, f"an integer from 1 (this process copies) to {MAX_WORKERS} (copy pods)")
     if workers == 1:
-        given = {**{name: args[name] for name in _POD_INPUTS}, "spread": args["copy_pods"].spread}
-        for name, default in {**_POD_INPUTS, "spread": False}.items():
-            if given[name] != default:
-                raise InputError(name, given[name], "only with workers above 1 (copy pods)")
+        given = {"dest_pvc": args["dest_pvc"], "dest_subpath": args["dest_subpath"], "spread": args["copy_pods"].spread}
+        for name, value in given.items():
+            if value != _POD_INPUTS[name]:
+                raise InputError(name, value, "only with workers above 1 (copy pods)")
         return
     if scheme == "file":
         raise InputError("workers", workers, "1 for a local source (copy pods cannot read this machine's files): "
