@@ -3,6 +3,8 @@ builders put them on, the client finds a run's objects by them."""
 
 from __future__ import annotations
 
+import os
+
 __all__ = [
     "MANAGED_BY",
     "MANAGED_BY_LABEL",
@@ -13,7 +15,9 @@ __all__ = [
     "VOLCANO_JOB_NAME_LABEL",
     "VOLCANO_TASK_LABEL",
     "EXPIRES_ANNOTATION",
+    "RUN_ID_ENV",
     "identity_labels",
+    "run_id_or_new",
     "run_selector",
 ]
 
@@ -30,6 +34,8 @@ VOLCANO_TASK_LABEL = "volcano.sh/task-spec"
 # The name of the pod a step runs in (the downward API's metadata.name, set by the Argo
 # templates): a step told SIGTERM while its own pod is being deleted knows the pod was lost.
 POD_NAME_ENV = "VPIPE_POD_NAME"
+# The run id a pipeline gives every step of one run (the Argo templates and KFP components set it).
+RUN_ID_ENV = "VPIPE_RUN_ID"
 
 
 def identity_labels(step: str, run_id: str | None) -> dict[str, str]:
@@ -42,3 +48,9 @@ def identity_labels(step: str, run_id: str | None) -> dict[str, str]:
 def run_selector(run_id: str, step: str) -> str:
     """The label selector of the objects one run's step created."""
     return f"{RUN_LABEL}={run_id},{STEP_LABEL}={step}"
+
+
+def run_id_or_new(given: str | None) -> str:
+    """The run id of a step: the one given, else the pipeline's (RUN_ID_ENV), else a new one of
+    16 hex digits (random bytes, not the uuid module: every `vpipe` command would import it)."""
+    return given or os.environ.get(RUN_ID_ENV) or os.urandom(8).hex()

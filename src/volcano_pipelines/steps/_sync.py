@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 import stat
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from volcano_pipelines.declaration import arg
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.labels import POD_NAME_ENV
+from volcano_pipelines.labels import POD_NAME_ENV, run_id_or_new
 from volcano_pipelines.k8s.connection import Connection
 from volcano_pipelines.interface.params import check_types
 from volcano_pipelines.progress import Progress
@@ -301,7 +300,7 @@ def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
     from volcano_pipelines.transfer.partition import check_run_id
     from volcano_pipelines.volcano.copyjob import copy_job_name
 
-    run_id = args["run_id"] or os.environ.get("VPIPE_RUN_ID") or uuid.uuid4().hex[:16]
+    run_id = run_id_or_new(args["run_id"])
     bad = check_run_id(run_id)
     if bad:
         raise InputError("run_id", run_id, bad)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import logging
 import os
-import uuid
 from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.labels import run_id_or_new
 from volcano_pipelines.k8s.connection import Connection
 from volcano_pipelines.objects.validate import check_positive_seconds
 from volcano_pipelines.progress import Progress  # at run time: front ends read the type hints
@@ -44,7 +44,6 @@ __all__ = ["BACKENDS", "ON_CANCEL_CHOICES", "TrainResult", "render_mpi", "render
 
 log = logging.getLogger(__name__)
 
-RUN_ID_ENV = "VPIPE_RUN_ID"
 LOCAL_DIR = "vpipe-local"  # the local backend's working directory, under the current one, without local_dir
 _RUN_PARAMS = tuple(name for name, _, _, _ in declared(Run))
 
@@ -184,7 +183,7 @@ def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Pro
         # No image here to hold the entry point: without code the job was created, then failed at its start.
         raise InputError("code_url", None, f"with the local backend, the code holding {arguments['entry']}: code_url "
                                            "(an http(s) URL) or code_path (a directory on this machine)")
-    arguments["run_id"] = arguments.get("run_id") or os.environ.get(RUN_ID_ENV) or uuid.uuid4().hex[:16]
+    arguments["run_id"] = run_id_or_new(arguments.get("run_id"))
     if not run["wait"] and arguments.get("owner"):
         # A job submitted to outlive this step must not die with its owner: a pipeline run's
         # Workflow is deleted by its TTL (KFP: a day; Argo: the ttlStrategy) or by hand while the

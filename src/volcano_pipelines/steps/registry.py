@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from volcano_pipelines.outputs import WHOLE, Output, output_type
-from volcano_pipelines.volcano.spec import MPI_TASKS, TF_TASKS
+from volcano_pipelines.volcano.tasks import MPI_TASKS, TF_TASKS
 
 __all__ = ["ARGO", "CLI", "GROUPS", "KFP", "STEPS", "WHOLE", "Output", "Step", "exports", "output_type", "step", "steps_for"]
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from volcano_pipelines.declaration import arg
+from volcano_pipelines.volcano.tasks import MPI_TASKS, TF_TASKS
 
 __all__ = ["POD_SECURITY_LEVELS", "MPI_MASTER_RESOURCES", "MPI_TASKS", "TF_TASKS", "DEFAULT_MPI_IMAGE", "DEFAULT_TF_IMAGE", "DEFAULT_TF_PORT", "CodeSource", "JobOptions", "JobPolicy", "JobTarget", "PodSecurityLevel", "MPIJobSpec", "Resources", "Role", "Storage", "TFJobSpec"]
 
@@ -18,9 +19,6 @@ DEFAULT_TF_PORT = 2222
 # The Pod Security Standards levels a job's pods can be built to meet (privileged is never needed).
 PodSecurityLevel = Literal["baseline", "restricted"]
 POD_SECURITY_LEVELS: tuple[str, ...] = typing.get_args(PodSecurityLevel)
-# The tasks (Volcano task names) of each kind of job.
-TF_TASKS = ("ps", "worker", "chief", "evaluator")
-MPI_TASKS = ("mpimaster", "mpiworker")
 
 
 @dataclass(frozen=True)

@@ -479,12 +479,15 @@ def test_sync_help_prints_every_flag_with_its_default(capsys: pytest.CaptureFixt
 def test_a_sync_on_one_machine_loads_no_cluster_or_copy_pod_module(tmp_path: Path) -> None:
     """A sync's start is part of every small sync's cost (benchmarks/sync_bench.py (c): a no-op
     re-sync took 0.07 s longer once every `vpipe sync` imported PyYAML (through the connection
-    group's kubeconfig reader), the copy pods' planning and the training job's status readers)."""
+    group's kubeconfig reader), the copy pods' planning and the training job's status readers;
+    0.01 s of what was left were the job specs' dataclasses, read by the step registry for two
+    task-name tuples, and the uuid module, for a copy-pod run id)."""
     _tree(tmp_path / "src", {"a.txt": b"a"})
     code = ("import sys\nfrom volcano_pipelines.cli import main\n"
             f"assert main(['sync', {str(tmp_path / 'src')!r}, {str(tmp_path / 'dst')!r}, '-q']) == 0\n"
             "print(sorted(m for m in ('yaml', 'kubernetes', 'volcano_pipelines.transfer.fanout', "
-            "'volcano_pipelines.transfer.partition', 'volcano_pipelines.volcano.status') if m in sys.modules))")
+            "'volcano_pipelines.transfer.partition', 'volcano_pipelines.volcano.status', 'volcano_pipelines.volcano.spec', "
+            "'uuid') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert proc.stdout.splitlines()[-1] == "[]", proc.stdout  # after the summary line
     assert (tmp_path / "dst" / "a.txt").read_bytes() == b"a"
