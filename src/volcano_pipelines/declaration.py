@@ -17,7 +17,8 @@ __all__ = ["Doc", "arg"]
 @dataclass(frozen=True)
 class Doc:
     """What a declared parameter says about itself: its help (per kind of job where it
-    differs, e.g. {"mpi": ...}), the spec path validation names it by (job.max_retry,
+    differs, e.g. {"mpi": ...}; for a group a step takes whole, per step, e.g. {"serve": ...}),
+    the spec path validation names it by (job.max_retry,
     *.resources.cpu for a per-task setting of every task), so an error names the argument,
     and whether the train-and-serve pipelines take it as a run parameter under its own name,
     type, default and help (kfp/pipelines.py)."""

@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers.training import QUIET_TF, Volumes, placement, toleration
 from volcano_pipelines.images import MPI_TRAINER_IMAGE, TENSORBOARD_IMAGE, TF_TRAINER_IMAGE
-from volcano_pipelines.steps import Connection, tensorboard, train_mpi, train_tf
+from volcano_pipelines.steps import Connection, Placement, tensorboard, train_mpi, train_tf
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers,
               pytest.mark.hdfs, pytest.mark.gluster]
@@ -140,7 +140,7 @@ def test_tensorboard_answers_through_the_service_proxy(cluster: Any, namespace: 
     (volumes.log_dir / "train").mkdir()
     out = tensorboard("tb", connection=Connection(str(cluster.kubeconfig)), namespace=namespace, log_pvc=volumes.log_pvc,
                       image=TENSORBOARD_IMAGE, service_type="ClusterIP", timeout=300,
-                      node_selector={node.label: node.label_value}, tolerations=[toleration(node)])
+                      placement=Placement(node_selector={node.label: node.label_value}, tolerations=[toleration(node)]))
     assert out.ready, out
     # What the step reports as the API server's proxy URL is what a user opens: fetch it.
     proxy = out.urls["api_proxy"]

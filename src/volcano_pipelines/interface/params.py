@@ -126,7 +126,8 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
 
 def params(fn: Callable[..., Any]) -> list[Param]:
     """The front-end parameters of a step, in signature order, each with its type and help; a
-    parameter group (`connection: Connection`) is spread into its fields where it stands."""
+    parameter group (`connection: Connection`) is spread into its fields where it stands, each
+    with the help its Doc gives for this step (Doc.help_for the step's name)."""
     docs = _arg_docs(fn)
     hints = _hints(fn)
     out: list[Param] = []
@@ -135,7 +136,7 @@ def params(fn: Callable[..., Any]) -> list[Param]:
             continue
         hint = hints.get(p.name, Any)
         if is_group(hint):
-            out.extend(Param(name, field_hint, default, False, doc.help)
+            out.extend(Param(name, field_hint, default, False, doc.help_for(fn.__name__))
                        for name, field_hint, default, doc in group_fields(hint))
             continue
         required = p.default is p.empty

@@ -41,13 +41,12 @@ from volcano_pipelines.lifecycle.tfserving import (
     versions_to_prune,
 )
 from volcano_pipelines.progress import Progress
+from volcano_pipelines.steps._placement import Placement
 from volcano_pipelines.steps._service_checks import check_common, require_pvc
 from volcano_pipelines.objects.validate import (
     check_bounded,
     check_http_url,
-    check_labels,
     check_relative_path,
-    parse_tolerations,
 )
 
 __all__ = ["TARGETS", "ServeResult", "local_listing", "serve", "smoke_test", "wait_model_available"]
@@ -180,8 +179,7 @@ def serve(
     labels: Mapping[str, str] | None = None,
     istio_sidecar: bool = False,
     image_pull_secrets: Sequence[str] | None = None,
-    node_selector: Mapping[str, str] | None = None,
-    tolerations: Sequence[str] | None = None,
+    placement: Placement = Placement(),
     dry_run: bool = False,
     connection: Connection = Connection(),
     progress: Progress | None = None,
@@ -213,8 +211,6 @@ def serve(
         labels: labels on every object
         istio_sidecar: let a service mesh inject its sidecar into the serving pods (default: they carry sidecar.istio.io/inject=false; KServe's InferenceService is left to KServe)
         image_pull_secrets: pull secrets of the pods
-        node_selector: node labels the serving pods must match (e.g. a pool for serving)
-        tolerations: taints the serving pods tolerate, kubectl form KEY[=VALUE]:EFFECT
         dry_run: print the objects; create nothing
     """
     check_types(serve, locals())
@@ -229,8 +225,7 @@ def serve(
         # The PVC is mounted in the pod: /etc would silently have meant <pvc>/etc.
         raise InputError("model_path", model_path, "a path relative to the PVC's root, e.g. export/mnist")
     check_relative_path("model_path", model_path)
-    check_labels("node_selector", node_selector or {})
-    parsed_tolerations = parse_tolerations("tolerations", tolerations or [])
+    node_selector, tolerations = placement.checked()
     check_bounded("replicas", replicas, 1, 100)
     check_bounded("gpus", gpus, 0, 16)
     # target, version_policy and the versions' type: check_types above (their Literal / int hints).
@@ -278,7 +273,7 @@ def serve(
                        image=image, replicas=replicas, cpu=cpu, memory=memory, gpus=gpus, version_policy=version_policy,
                        versions=tuple(wanted), run_id=run_id, labels=dict(labels or {}),
                        image_pull_secrets=tuple(image_pull_secrets or ()),
-                       node_selector=dict(node_selector or {}), tolerations=tuple(parsed_tolerations),
+                       node_selector=node_selector, tolerations=tolerations,
                        progress_deadline_seconds=max(60, int(timeout)), istio_sidecar=istio_sidecar)
     if (target == "kserve" or dry_run) and namespace is None:  # where the real one would go: the context's
         spec = replace(spec, namespace=connection.default_namespace())

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, Literal, get_args
 
 from volcano_pipelines.errors import InputError
+from volcano_pipelines.steps._placement import Placement
 from volcano_pipelines.steps._service_checks import check_common, require_pvc
 from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.k8s.connection import Connection
@@ -30,11 +31,9 @@ from volcano_pipelines.progress import Progress
 from volcano_pipelines.objects.validate import (
     check_dns_label,
     check_dns_subdomain,
-    check_labels,
     check_positive_seconds,
     check_relative_path,
     owner_reference,
-    parse_tolerations,
 )
 
 __all__ = ["SERVICE_TYPES", "TensorboardResult", "tensorboard"]
@@ -101,8 +100,7 @@ def tensorboard(
     cpu: str = "100m",
     memory: str = "512Mi",
     image_pull_secrets: Sequence[str] | None = None,
-    node_selector: Mapping[str, str] | None = None,
-    tolerations: Sequence[str] | None = None,
+    placement: Placement = Placement(),
     run_id: str | None = None,
     labels: Mapping[str, str] | None = None,
     istio_sidecar: bool = False,
@@ -134,8 +132,6 @@ def tensorboard(
         cpu: CPU request
         memory: memory request and limit
         image_pull_secrets: pull secrets of the pod
-        node_selector: node labels the pod must match (e.g. a pool for services)
-        tolerations: taints the pod tolerates, kubectl form KEY[=VALUE]:EFFECT
         run_id: run identity label
         labels: labels on every object
         istio_sidecar: let a service mesh inject its sidecar into the pod (default: it carries sidecar.istio.io/inject=false)
@@ -155,8 +151,7 @@ def tensorboard(
     if job is not None:
         check_dns_label("job", job)
     owners = (owner_reference("owner", owner),) if owner is not None else ()
-    check_labels("node_selector", node_selector or {})
-    parsed_tolerations = parse_tolerations("tolerations", tolerations or [])
+    node_selector, tolerations = placement.checked()
     if ttl is not None:
         check_positive_seconds("ttl", ttl)
         if job is not None:  # two owners of one lifetime: the usage says they exclude each other
@@ -182,7 +177,7 @@ def tensorboard(
         service_type=service_type, node_port=node_port, ingress_path=ingress_path, ingress_host=ingress_host,
         ingress_class=ingress_class, cpu=cpu, memory=memory, run_id=run_id, labels=dict(labels or {}),
         image_pull_secrets=tuple(image_pull_secrets or ()),
-        node_selector=dict(node_selector or {}), tolerations=tuple(parsed_tolerations),
+        node_selector=node_selector, tolerations=tolerations,
         expires_at=format_time(datetime.now(timezone.utc) + timedelta(seconds=ttl)) if ttl else None,
         owners=owners, istio_sidecar=istio_sidecar,
     )

@@ -13,7 +13,7 @@ import pytest
 
 from volcano_pipelines.cli import main
 from volcano_pipelines.errors import EXIT_BAD_INPUT, InputError
-from volcano_pipelines.steps import render_mpi, render_tf, serve, sync, tensorboard, train_tf
+from volcano_pipelines.steps import Placement, render_mpi, render_tf, serve, sync, tensorboard, train_tf
 
 INT32_MAX = 2**31 - 1
 
@@ -62,7 +62,8 @@ def test_sync_include_string_is_refused_before_anything_is_copied(tmp_path: Path
     (lambda: render_mpi("x", command="python train.py"), "command"),
     (lambda: sync(123, 456), "src"),
     (lambda: sync("/nonexistent-src", "/tmp/dst", shards="4"), "shards"),
-    (lambda: tensorboard("tb", log_pvc="logs", tolerations="a:NoSchedule", dry_run=True), "tolerations"),
+    (lambda: tensorboard("tb", log_pvc="logs", placement=Placement(tolerations="a:NoSchedule"), dry_run=True),
+     "tolerations"),
     (lambda: serve("m", pvc="logs", versions="1", dry_run=True), "versions"),
     (lambda: train_tf("x", timeout="10", dry_run=True), "timeout"),
     (lambda: train_tf("x", cpu="4", dry_run=True), "cpu"),
