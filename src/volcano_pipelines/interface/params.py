@@ -193,7 +193,7 @@ def extend_signature(*sources: Callable[..., Any]) -> Callable[[F], F]:
         kept = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
         names = {p.name for p in kept}
         extra_docs: list[str] = []
-        hints = typing.get_type_hints(fn)
+        hints = _hints_but_kwargs(fn)
         indent = _entry_indent(fn.__doc__ or "")
         for source in sources:
             source_docs = _arg_docs(source)
@@ -214,6 +214,17 @@ def extend_signature(*sources: Callable[..., Any]) -> Callable[[F], F]:
         return fn
 
     return decorate
+
+
+def _hints_but_kwargs(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The type hints of `fn` but its **kwargs: that annotation (`Unpack[...]` of a TypedDict
+    naming the declared parameters, steps/_job_params.py) is for a reader, an editor and mypy;
+    at run time each declared parameter carries its own hint, and Python 3.10 has no Unpack to
+    evaluate it with. It is dropped, not evaluated."""
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            fn.__annotations__.pop(p.name, None)
+    return typing.get_type_hints(fn)
 
 
 def _entry_indent(doc: str) -> str:
@@ -246,7 +257,7 @@ def declare(*groups: type, kind: str = "") -> Callable[[F], F]:
     def decorate(fn: F) -> F:
         own = inspect.signature(fn)
         kept = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
-        hints = typing.get_type_hints(fn)
+        hints = _hints_but_kwargs(fn)
         indent = _entry_indent(fn.__doc__ or "")
         lines: list[str] = []
         for name, hint, default, doc in declared(*groups):

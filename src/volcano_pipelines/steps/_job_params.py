@@ -14,16 +14,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, TypedDict, get_args
 
 from volcano_pipelines.backends.base import OnCancel
 from volcano_pipelines.k8s.connection import Connection
 from volcano_pipelines.interface.params import arg, declared
-from volcano_pipelines.volcano.spec import DEFAULT_TF_PORT, JobPolicy, JobTarget, Storage
+from volcano_pipelines.volcano.spec import DEFAULT_TF_PORT, JobPolicy, JobTarget, PodSecurityLevel, Storage
 from volcano_pipelines.volcano.stalls import OnStall
 
-__all__ = ["ALL_GROUPS", "BACKENDS", "BackendName", "Code", "Connection", "JobPolicy", "JobTarget", "MPICommand", "MPIShape", "Run", "Storage", "TFShape", "Tasks",
-           "spec_params"]
+__all__ = ["ALL_GROUPS", "BACKENDS", "BackendName", "Code", "Connection", "JobPolicy", "JobTarget", "MPICommand", "MPIShape",
+           "RenderMPIArgs", "RenderTFArgs", "Run", "Storage", "TFShape", "Tasks", "TrainMPIArgs", "TrainTFArgs", "spec_params"]
 
 # Where a train step runs its job.
 BackendName = Literal["cluster", "local"]
@@ -129,3 +129,113 @@ def spec_params() -> dict[str, str]:
     declared_paths = {doc.spec: name for name, _, _, doc in declared(*ALL_GROUPS) if doc.spec}
     return {"job.name": "name", **declared_paths}  # the name: every train step's first argument
 
+
+
+# --- the same parameters, for a reader, an editor and mypy ---------------------------------------
+# A train step receives its declared parameters in **job (`declare` gives it the flat signature at
+# run time). `**job: Unpack[TrainTFArgs]` names them where the step is written: an editor lists
+# them and goes to them from a call, and mypy checks a Python caller's keywords and values.
+# Names and types only: each default and help is its group's, above.
+# tests/unit/steps/test_job_params.py holds each step's dict equal to its declared signature.
+
+class _Image(TypedDict, total=False):
+    image: str | None
+
+
+class _RenderTarget(_Image, total=False):
+    namespace: str  # a render step's; a train step's is Run's (None: the context's)
+
+
+class _TFShape(TypedDict, total=False):  # each _Name: the group Name's fields
+    ps: int
+    workers: int
+    chief: bool
+    evaluator: bool
+    port: int
+    args: Sequence[str] | None
+
+
+class _MPIShape(TypedDict, total=False):
+    command: Sequence[str]  # MPICommand's
+    workers: int
+    slots_per_worker: int
+    mpiexec_args: Sequence[str] | None
+
+
+class _JobPolicy(TypedDict, total=False):
+    queue: str
+    priority_class: str | None
+    min_available: int | None
+    max_retry: int
+    ttl: int | None
+    deadline: int | None
+    istio_sidecar: bool
+    pod_security: PodSecurityLevel
+    restart_on_failure: bool
+    image_pull_secrets: Sequence[str] | None
+    service_account: str | None
+    run_id: str | None
+    labels: Mapping[str, str] | None
+    owner: str | None
+
+
+class _Code(TypedDict, total=False):
+    code_url: str | None
+    code_sha256: str | None
+    code_path: str | None
+    code_pvc: str | None
+    entry: str
+
+
+class _Storage(TypedDict, total=False):
+    data_pvc: str | None
+    data_dir: str
+    data_subpath: str | None
+    log_pvc: str | None
+    log_dir: str
+
+
+class _Tasks(TypedDict, total=False):
+    task_images: Mapping[str, str] | None
+    cpu: Mapping[str, str] | None
+    memory: Mapping[str, str] | None
+    gpus: Mapping[str, int] | None
+    env: Mapping[str, Mapping[str, str]] | None
+    pod_labels: Mapping[str, Mapping[str, str]] | None
+    pod_annotations: Mapping[str, Mapping[str, str]] | None
+    node_selector: Mapping[str, Mapping[str, str]] | None
+    tolerations: Mapping[str, Sequence[str]] | None
+
+
+class _Run(TypedDict, total=False):
+    backend: BackendName
+    connection: Connection
+    namespace: str | None
+    timeout: float | None
+    on_cancel: OnCancel
+    on_pod_deleted: OnCancel | None
+    dry_run: bool
+    wait: bool
+    log_lines: int
+    progress_interval: float
+    stall_timeout: int
+    on_stall: OnStall
+    local_dir: str | None
+    local_data_dir: str | None
+    local_log_dir: str | None
+
+
+class RenderTFArgs(_RenderTarget, _TFShape, _JobPolicy, _Code, _Storage, _Tasks, total=False):
+    """render_tf's keyword arguments."""
+
+
+class RenderMPIArgs(_RenderTarget, _MPIShape, _JobPolicy, _Code, _Storage, _Tasks, total=False):
+    """render_mpi's keyword arguments."""
+
+
+class TrainTFArgs(_Run, _Image, _TFShape, _JobPolicy, _Code, _Storage, _Tasks, total=False):
+    """train_tf's keyword arguments (render_tf's, with Run's namespace)."""
+
+
+class TrainMPIArgs(_Run, _Image, _MPIShape, _JobPolicy, _Code, _Storage, _Tasks, total=False):
+    """train_mpi's keyword arguments (render_mpi's, with Run's namespace)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend
@@ -25,10 +25,14 @@ from volcano_pipelines.steps._job_params import (
     JobTarget,
     MPICommand,
     MPIShape,
+    RenderMPIArgs,
+    RenderTFArgs,
     Run,
     Storage,
     Tasks,
     TFShape,
+    TrainMPIArgs,
+    TrainTFArgs,
 )
 from volcano_pipelines.interface.params import bind, check_types, declare, declared, extend_signature
 from volcano_pipelines.steps._results import TrainResult
@@ -37,6 +41,8 @@ from volcano_pipelines.volcano.stalls import ON_STALL_CHOICES, with_stall_timeou
 from volcano_pipelines.volcano.tf import build_tf_job
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's from Python 3.11; only read by mypy and editors
+
     from volcano_pipelines.backends.cluster import ClusterBackend
 
 __all__ = ["BACKENDS", "ON_CANCEL_CHOICES", "TrainResult", "render_mpi", "render_tf", "status", "target_namespace",
@@ -49,7 +55,7 @@ _RUN_PARAMS = tuple(name for name, _, _, _ in declared(Run))
 
 
 @declare(JobTarget, TFShape, JobPolicy, Code, Storage, Tasks)
-def render_tf(name: str, **job: Any) -> dict[str, Any]:
+def render_tf(name: str, **job: Unpack[RenderTFArgs]) -> dict[str, Any]:
     """The Volcano Job for distributed TensorFlow: parameter servers + workers (+ chief,
     evaluator). Nothing is sent anywhere.
 
@@ -60,7 +66,7 @@ def render_tf(name: str, **job: Any) -> dict[str, Any]:
 
 
 @declare(MPICommand, JobTarget, MPIShape, JobPolicy, Code, Storage, Tasks, kind="mpi")
-def render_mpi(name: str, **job: Any) -> dict[str, Any]:
+def render_mpi(name: str, **job: Unpack[RenderMPIArgs]) -> dict[str, Any]:
     """The Volcano Job for MPI: one mpimaster running mpiexec over N mpiworker pods (ssh +
     svc plugins). Nothing is sent anywhere.
 
@@ -72,7 +78,7 @@ def render_mpi(name: str, **job: Any) -> dict[str, Any]:
 
 @extend_signature(render_tf)
 @declare(Run)
-def train_tf(name: str, *, progress: Progress | None = None, **job: Any) -> TrainResult:
+def train_tf(name: str, *, progress: Progress | None = None, **job: Unpack[TrainTFArgs]) -> TrainResult:
     """Submit a distributed TensorFlow job: parameter servers + workers (+ chief, evaluator),
     and wait for it to finish. Takes every argument of render_tf too.
 
@@ -84,7 +90,7 @@ def train_tf(name: str, *, progress: Progress | None = None, **job: Any) -> Trai
 
 @extend_signature(render_mpi)
 @declare(Run, kind="mpi")
-def train_mpi(name: str, *, progress: Progress | None = None, **job: Any) -> TrainResult:
+def train_mpi(name: str, *, progress: Progress | None = None, **job: Unpack[TrainMPIArgs]) -> TrainResult:
     """Submit an MPI job: one mpimaster running mpiexec over N mpiworker pods, and wait for it
     to finish. Takes every argument of render_mpi too.
 
@@ -134,7 +140,7 @@ def status(
     return job_result(cluster_backend, namespace, name, log_lines)
 
 
-def _render(step: Any, name: str, job: dict[str, Any], build: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+def _render(step: Any, name: str, job: Mapping[str, Any], build: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
     """Check the arguments of a render step, then build its job; an error names the argument."""
     arguments = bind(step, name, **job)
     check_types(step, arguments)
@@ -142,7 +148,7 @@ def _render(step: Any, name: str, job: dict[str, Any], build: Callable[[dict[str
         return build(arguments)
 
 
-def _train(step: Any, render: Any, name: str, job: dict[str, Any], progress: Progress | None) -> TrainResult:
+def _train(step: Any, render: Any, name: str, job: Mapping[str, Any], progress: Progress | None) -> TrainResult:
     arguments = bind(step, name, **job)
     check_types(step, arguments)
     run = {key: arguments.pop(key) for key in _RUN_PARAMS}

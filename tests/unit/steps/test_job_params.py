@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import typing
 from typing import Any
 
 import pytest
@@ -13,7 +14,8 @@ import pytest
 from volcano_pipelines.cli import main
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps import render_mpi, render_tf, train_mpi, train_tf
-from volcano_pipelines.steps._job_params import ALL_GROUPS, Connection, Run, spec_params
+from volcano_pipelines.steps._job_params import (ALL_GROUPS, Connection, RenderMPIArgs, RenderTFArgs, Run, TrainMPIArgs,
+                                                 TrainTFArgs, spec_params)
 from volcano_pipelines.steps._train_spec import param_for
 from volcano_pipelines.interface.params import declared, params
 from volcano_pipelines.volcano.spec import CodeSource, JobOptions, Storage
@@ -52,6 +54,19 @@ def test_signatures_and_docstrings_come_from_the_declarations() -> None:
     assert inspect.signature(render_mpi).parameters["workers"].default == 2
     mpi_help = {p.name: p.help for p in params(render_mpi)}
     assert "mpiworker" in mpi_help["env"] and "every task" in mpi_help["data_pvc"]
+
+
+def test_each_train_steps_keyword_dict_names_its_declared_parameters() -> None:
+    """`**job: Unpack[...]` is what an editor and mypy read; `declare` is what runs: the two agree
+    name for name and type for type (a field added to a group and not to its dict fails here)."""
+    for step, keywords in ((render_tf, RenderTFArgs), (render_mpi, RenderMPIArgs), (train_tf, TrainTFArgs),
+                           (train_mpi, TrainMPIArgs)):
+        hints = typing.get_type_hints(step)
+        declared_here = {name: hints[name] for name in inspect.signature(step).parameters
+                         if name not in ("name", "progress")}
+        assert typing.get_type_hints(keywords) == declared_here, step.__name__
+    assert typing.get_type_hints(TrainTFArgs)["namespace"] == str | None  # Run's, not the render step's
+    assert "job" not in typing.get_type_hints(train_tf)
 
 
 def test_unknown_argument_is_an_input_error_naming_it() -> None:
