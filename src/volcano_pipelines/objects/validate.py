@@ -324,6 +324,15 @@ def parse_toleration(raw: str) -> dict[str, Any]:
     return toleration
 
 
+def checked_placement(node_selector: Mapping[str, str] | None,
+                      tolerations: Sequence[str] | None) -> tuple[dict[str, str], tuple[dict[str, Any], ...]]:
+    """A step's pod placement inputs, checked: the node selector and the parsed tolerations
+    (an InputError names `node_selector` or `tolerations`). Serve and tensorboard take them as
+    their Placement group, sync as fields of its copy-pod options."""
+    check_labels("node_selector", node_selector or {})
+    return dict(node_selector or {}), tuple(parse_tolerations("tolerations", tolerations or []))
+
+
 def parse_tolerations(field: str, raw: Any) -> list[dict[str, Any]]:
     """A list of `KEY[=VALUE]:EFFECT` strings to tolerations; errors name `field`."""
     if isinstance(raw, str) or not isinstance(raw, Sequence):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from volcano_pipelines.declaration import arg
-from volcano_pipelines.objects.validate import check_labels, parse_tolerations
+from volcano_pipelines.objects.validate import checked_placement
 
 __all__ = ["Placement"]
 
@@ -27,5 +27,4 @@ class Placement:
 
     def checked(self) -> tuple[dict[str, str], tuple[dict[str, Any], ...]]:
         """The node selector and the parsed tolerations (InputError naming the field)."""
-        check_labels("node_selector", self.node_selector or {})
-        return dict(self.node_selector or {}), tuple(parse_tolerations("tolerations", self.tolerations or []))
+        return checked_placement(self.node_selector, self.tolerations)

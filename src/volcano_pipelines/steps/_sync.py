@@ -294,9 +294,8 @@ def _check_workers(args: Mapping[str, Any], scheme: str) -> None:
 def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
     """The request's fields for a sync over copy pods: every input checked first, then the
     destination's claim found (the step's own pod may be asked)."""
-    from volcano_pipelines.objects.validate import (check_dns_label, check_dns_subdomain, check_image, check_labels,
-                                                 check_quantity, check_relative_path, owner_reference,
-                                                 parse_tolerations)
+    from volcano_pipelines.objects.validate import (check_dns_label, check_dns_subdomain, check_image, check_quantity,
+                                                 check_relative_path, checked_placement, owner_reference)
     from volcano_pipelines.transfer.partition import check_run_id
     from volcano_pipelines.volcano.copyjob import copy_job_name
 
@@ -314,8 +313,7 @@ def _fanout(args: Mapping[str, Any], scheme: str) -> dict[str, Any]:
     options: CopyPodOptions = args["copy_pods"]
     check_quantity("cpu", options.cpu)
     check_quantity("memory", options.memory)
-    check_labels("node_selector", options.node_selector or {})
-    parse_tolerations("tolerations", options.tolerations or [])
+    checked_placement(options.node_selector, options.tolerations)
     if not 1 <= options.max_retry <= 100:
         raise InputError("max_retry", options.max_retry, "an integer from 1 to 100")
     if args["owner"] is not None:

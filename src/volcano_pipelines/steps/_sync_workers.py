@@ -17,7 +17,7 @@ from volcano_pipelines.errors import InputError
 from volcano_pipelines.images import RUNTIME_IMAGE
 from volcano_pipelines.k8s.connection import Connection
 from volcano_pipelines.objects.podspec import mounted_claim, mounted_config
-from volcano_pipelines.objects.validate import parse_tolerations
+from volcano_pipelines.objects.validate import checked_placement
 from volcano_pipelines.labels import POD_NAME_ENV
 from volcano_pipelines.progress import LineProgress
 from volcano_pipelines.steps._identity import owner_in, workflow_owner
@@ -127,9 +127,9 @@ def copy_job_manifest(pods: CopyPods, record: RunRecord, namespace: str) -> dict
     options = pods.options
     job = JobOptions(record.job, namespace=namespace, image=pods.image, queue=options.queue,
                      max_retry=options.max_retry, run_id=record.run_id, owner=pods.owner, pod_security="restricted")
-    role = Role(resources=Resources(cpu=options.cpu, memory=options.memory),
-                node_selector=dict(options.node_selector or {}),
-                tolerations=tuple(parse_tolerations("tolerations", options.tolerations or [])))
+    node_selector, tolerations = checked_placement(options.node_selector, options.tolerations)
+    role = Role(resources=Resources(cpu=options.cpu, memory=options.memory), node_selector=node_selector,
+                tolerations=tolerations)
     return build_copy_job(CopyJobSpec(job, workers=record.parts, claim=pods.claim, subpath=pods.subpath, role=role,
                                       spread=options.spread, config=pods.config))
 
