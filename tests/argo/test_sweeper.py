@@ -20,7 +20,7 @@ from tests.argo import support
 from tests.helpers.rbac import granted
 from tests.integration.waiting import wait_for
 from volcano_pipelines.images import RUNTIME_IMAGE
-from volcano_pipelines.steps import Connection, tensorboard
+from volcano_pipelines.steps import Connection, ObjectLabels, tensorboard
 
 pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.containers]
 
@@ -104,7 +104,7 @@ def test_shipped_sweeper_reaps_on_the_real_node(cluster: Any, namespace: str, no
     support.apply_objects(api, namespace, classic_layout(node))
     core.create_namespaced_persistent_volume_claim(namespace, {"metadata": {"name": "logs"}, "spec": {
         "accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}})
-    board = tensorboard("board", log_pvc="logs", namespace=namespace, ttl=20, labels={REAP_LABEL: "true"},
+    board = tensorboard("board", log_pvc="logs", namespace=namespace, ttl=20, object_labels=ObjectLabels(labels={REAP_LABEL: "true"}),
                         wait=False, connection=Connection(str(cluster.kubeconfig)))
     assert board.expires_at
 

@@ -194,13 +194,13 @@ def test_an_exit_handler_handed_running_decides_from_the_job(
 
 def test_the_exit_handlers_summary_links_the_runs_tensorboard(cluster: Any, namespace: str, tmp_path: Path) -> None:
     from tests.helpers.lifecycle import make_log_pvc
-    from volcano_pipelines.steps import tensorboard
+    from volcano_pipelines.steps import ObjectLabels, tensorboard
 
     run_id = "with-board"
     name = _submit(cluster, namespace, run_id, behaviour.fail_with(7))
     pvc = make_log_pvc(cluster, namespace)
     try:
-        board = tensorboard("exit-board", log_pvc=next(pvc), run_id=run_id, namespace=namespace,
+        board = tensorboard("exit-board", log_pvc=next(pvc), object_labels=ObjectLabels(run_id=run_id), namespace=namespace,
                             connection=Connection(str(cluster.kubeconfig)), wait=False, service_type="NodePort")
         wait_for("the job Failed", lambda: _phase(cluster, namespace, name) == "Failed", timeout=180)
         _, written, summary = _finish(cluster, namespace, tmp_path, run_id, "FAILED", False)

@@ -20,7 +20,8 @@ _SUPPORT = {
     "sync_report": "_sync", "threads_left_behind": "_sync",
     "namespace_prepare": "_admin", "pv_reuse": "_admin", "kfp_pod": "_identity", "owner_in": "_identity", "POST_MORTEM_DIR_ENV": "_restarts",
     "target_namespace": "_train", "Connection": "_job_params", "CopyPodOptions": "_sync",
-    "Placement": "_placement",
+    "ObjectLabels": "_service_groups",
+    "Placement": "_service_groups",
 }
 # Each name's module: the steps' from the one list of steps (steps/registry.py). No module is
 # named like a function it exports: importing the module sets the package attribute of that
@@ -52,7 +53,8 @@ if TYPE_CHECKING:  # static types for `from volcano_pipelines.steps import ...` 
     from volcano_pipelines.steps._restarts import (
         POST_MORTEM_DIR_ENV as POST_MORTEM_DIR_ENV,
     )
-    from volcano_pipelines.steps._placement import (
+    from volcano_pipelines.steps._service_groups import (
+        ObjectLabels as ObjectLabels,
         Placement as Placement,
     )
     from volcano_pipelines.steps._results import (

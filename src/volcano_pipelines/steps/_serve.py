@@ -41,7 +41,7 @@ from volcano_pipelines.lifecycle.tfserving import (
     versions_to_prune,
 )
 from volcano_pipelines.progress import Progress
-from volcano_pipelines.steps._placement import Placement
+from volcano_pipelines.steps._service_groups import ObjectLabels, Placement
 from volcano_pipelines.steps._service_checks import check_common, require_pvc
 from volcano_pipelines.objects.validate import (
     check_bounded,
@@ -175,9 +175,7 @@ def serve(
     rest_url: str | None = None,
     target: Target = "deployment",
     timeout: float = 600,
-    run_id: str | None = None,
-    labels: Mapping[str, str] | None = None,
-    istio_sidecar: bool = False,
+    object_labels: ObjectLabels = ObjectLabels(),
     image_pull_secrets: Sequence[str] | None = None,
     placement: Placement = Placement(),
     dry_run: bool = False,
@@ -207,9 +205,6 @@ def serve(
         rest_url: base URL of TF Serving's REST API for the status and smoke test (default: the Service inside a cluster, else through the API server's service proxy)
         target: deployment (TF Serving Deployment + Service) or kserve (print a KServe InferenceService; nothing is applied)
         timeout: seconds for the rollout and the model to become AVAILABLE
-        run_id: run identity label
-        labels: labels on every object
-        istio_sidecar: let a service mesh inject its sidecar into the serving pods (default: they carry sidecar.istio.io/inject=false; KServe's InferenceService is left to KServe)
         image_pull_secrets: pull secrets of the pods
         dry_run: print the objects; create nothing
     """
@@ -217,7 +212,8 @@ def serve(
     progress = progress or Progress()
     model_name = model_name or name
     check_common(name=name, namespace=namespace, pvc_field="pvc", pvc=pvc, image=image, cpu=cpu, memory=memory,
-                 labels=labels, run_id=run_id, image_pull_secrets=image_pull_secrets, timeout=timeout)
+                 image_pull_secrets=image_pull_secrets, timeout=timeout)
+    run_id, labels, istio_sidecar = object_labels.checked()
     if not isinstance(model_name, str) or not MODEL_NAME.fullmatch(model_name):
         raise InputError("model_name", model_name, "letters, digits, '_', '.' and '-', starting with a letter or digit (at most 200)")
     model_path = model_path if model_path is not None else f"export/{model_name}"
@@ -271,7 +267,7 @@ def serve(
         log.warning("%s", line)
     spec = ServingSpec(name=name, namespace=namespace or "default", model_name=model_name, pvc=pvc, model_path=model_path,
                        image=image, replicas=replicas, cpu=cpu, memory=memory, gpus=gpus, version_policy=version_policy,
-                       versions=tuple(wanted), run_id=run_id, labels=dict(labels or {}),
+                       versions=tuple(wanted), run_id=run_id, labels=labels,
                        image_pull_secrets=tuple(image_pull_secrets or ()),
                        node_selector=node_selector, tolerations=tolerations,
                        progress_deadline_seconds=max(60, int(timeout)), istio_sidecar=istio_sidecar)

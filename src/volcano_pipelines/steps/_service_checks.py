@@ -3,7 +3,7 @@ alike: the arguments they share, before anything is created, and the PVC they mo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from volcano_pipelines.errors import InputError
@@ -11,18 +11,15 @@ from volcano_pipelines.objects.validate import (
     check_dns_label,
     check_dns_subdomain,
     check_image,
-    check_label_value,
     check_positive_seconds,
     check_quantity,
-    check_user_labels,
 )
 
 __all__ = ["check_common", "require_pvc"]
 
 
 def check_common(*, name: str, namespace: str | None, pvc_field: str, pvc: str, image: str | None, cpu: str | None,
-                 memory: str | None, labels: Mapping[str, str] | None, run_id: str | None,
-                 image_pull_secrets: Sequence[str] | None, timeout: float | None) -> None:
+                 memory: str | None, image_pull_secrets: Sequence[str] | None, timeout: float | None) -> None:
     """Checks the tensorboard and serve steps share."""
     # A Service name must be a DNS-1035 label (start with a letter).
     check_dns_label("name", name, must_start_with_letter=True)
@@ -32,9 +29,6 @@ def check_common(*, name: str, namespace: str | None, pvc_field: str, pvc: str, 
     check_image("image", image)
     check_quantity("cpu", cpu)
     check_quantity("memory", memory)
-    check_user_labels("labels", labels or {})
-    if run_id is not None:
-        check_label_value("run_id", run_id)
     for secret in image_pull_secrets or ():
         check_dns_subdomain("image_pull_secrets", secret)
     if timeout is not None:

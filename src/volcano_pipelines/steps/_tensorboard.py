@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, Literal, get_args
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps._placement import Placement
+from volcano_pipelines.steps._service_groups import ObjectLabels, Placement
 from volcano_pipelines.steps._service_checks import check_common, require_pvc
 from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.k8s.connection import Connection
@@ -101,9 +101,7 @@ def tensorboard(
     memory: str = "512Mi",
     image_pull_secrets: Sequence[str] | None = None,
     placement: Placement = Placement(),
-    run_id: str | None = None,
-    labels: Mapping[str, str] | None = None,
-    istio_sidecar: bool = False,
+    object_labels: ObjectLabels = ObjectLabels(),
     timeout: float = 300,
     wait: bool = True,
     dry_run: bool = False,
@@ -132,9 +130,6 @@ def tensorboard(
         cpu: CPU request
         memory: memory request and limit
         image_pull_secrets: pull secrets of the pod
-        run_id: run identity label
-        labels: labels on every object
-        istio_sidecar: let a service mesh inject its sidecar into the pod (default: it carries sidecar.istio.io/inject=false)
         timeout: seconds to wait for TensorBoard to be ready
         wait: wait until TensorBoard is ready (false: apply and return)
         dry_run: print the objects; create nothing
@@ -142,7 +137,8 @@ def tensorboard(
     check_types(tensorboard, locals())
     progress = progress or Progress()
     check_common(name=name, namespace=namespace, pvc_field="log_pvc", pvc=log_pvc, image=image, cpu=cpu, memory=memory,
-                 labels=labels, run_id=run_id, image_pull_secrets=image_pull_secrets, timeout=timeout)
+                 image_pull_secrets=image_pull_secrets, timeout=timeout)
+    run_id, labels, istio_sidecar = object_labels.checked()
     if isinstance(logdir, str) and logdir.startswith("/"):
         # The log PVC is mounted in the pod: /abs would silently have meant <pvc>/abs.
         raise InputError("logdir", logdir, "a path relative to the log PVC's root, e.g. runs/mnist ('' for the root)")
@@ -175,7 +171,7 @@ def tensorboard(
     spec = TensorboardSpec(
         name=name, namespace=namespace or "default", log_pvc=log_pvc, logdir=logdir, image=image,
         service_type=service_type, node_port=node_port, ingress_path=ingress_path, ingress_host=ingress_host,
-        ingress_class=ingress_class, cpu=cpu, memory=memory, run_id=run_id, labels=dict(labels or {}),
+        ingress_class=ingress_class, cpu=cpu, memory=memory, run_id=run_id, labels=labels,
         image_pull_secrets=tuple(image_pull_secrets or ()),
         node_selector=node_selector, tolerations=tolerations,
         expires_at=format_time(datetime.now(timezone.utc) + timedelta(seconds=ttl)) if ttl else None,

@@ -19,7 +19,7 @@ from volcano_pipelines.k8s import apps
 from volcano_pipelines.k8s import client as k8s_client
 from volcano_pipelines.objects.rollout import Rollout
 from volcano_pipelines.objects.serving import REST_PORT
-from volcano_pipelines.steps import Connection
+from volcano_pipelines.steps import Connection, ObjectLabels
 from volcano_pipelines.steps import _serve as serving
 from volcano_pipelines.steps._serve import (
     _direct_fetch,
@@ -289,8 +289,8 @@ def no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     ({"model_name": "x" * 201}, "model_name", "x" * 201),
     ({"namespace": "Bad_NS"}, "namespace", "Bad_NS"),
     ({"memory": "lots"}, "memory", "lots"),
-    ({"labels": {"bad key!": "x"}}, "labels['bad key!']", "bad key!"),
-    ({"run_id": "bad id!"}, "run_id", "bad id!"),
+    ({"object_labels": ObjectLabels(labels={"bad key!": "x"})}, "labels['bad key!']", "bad key!"),
+    ({"object_labels": ObjectLabels(run_id="bad id!")}, "run_id", "bad id!"),
     ({"image_pull_secrets": ["Bad_Secret"]}, "image_pull_secrets", "Bad_Secret"),
     ({"timeout": 0}, "timeout", 0),
     ({"replicas": 101}, "replicas", 101),

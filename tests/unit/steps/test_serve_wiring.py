@@ -24,7 +24,7 @@ from tests.unit.objects.tfserving_standin import standin, status_body
 from volcano_pipelines.k8s import apps
 from volcano_pipelines.objects.serving import REST_PORT, selector
 from volcano_pipelines.lifecycle.tfserving import ModelStatus
-from volcano_pipelines.steps import Connection
+from volcano_pipelines.steps import Connection, ObjectLabels
 from volcano_pipelines.steps import _serve as serving
 from volcano_pipelines.steps._serve import _direct_fetch, local_listing, serve, wait_model_available
 
@@ -39,7 +39,7 @@ def _deployment(manifests: list[dict[str, Any]] | None) -> dict[str, Any]:
 def test_every_option_reaches_the_rendered_objects() -> None:
     result = serve("model", pvc="logs", model_name="mnist", model_path="models/mnist", image="reg.example/tfs:1",
                    replicas=3, cpu="2", memory="3Gi", gpus=1, version_policy="specific", versions=[4, 2],
-                   run_id="run-7", labels={"team": "ml"}, image_pull_secrets=["regcred"], namespace="ml",
+                   object_labels=ObjectLabels(run_id="run-7", labels={"team": "ml"}), image_pull_secrets=["regcred"], namespace="ml",
                    timeout=900, dry_run=True)
     assert (result.name, result.model_name, result.namespace) == ("model", "mnist", "ml")
     deployment = _deployment(result.manifests)
