@@ -124,11 +124,22 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     return typing.get_type_hints(fn)
 
 
+@functools.cache
+def _annotated_docs(fn: Callable[..., Any]) -> dict[str, Doc]:
+    """The Doc a parameter's hint carries (`namespace: Namespace`, an `Annotated[..., Doc]` several
+    steps share): its help is written there, not in each docstring."""
+    raw = typing.get_type_hints(fn, include_extras=True)
+    return {name: doc for name, hint in raw.items() if typing.get_origin(hint) is typing.Annotated
+            for doc in hint.__metadata__ if isinstance(doc, Doc)}
+
+
 def params(fn: Callable[..., Any]) -> list[Param]:
     """The front-end parameters of a step, in signature order, each with its type and help; a
     parameter group (`connection: Connection`) is spread into its fields where it stands, each
-    with the help its Doc gives for this step (Doc.help_for the step's name)."""
+    with the help its Doc gives for this step (Doc.help_for the step's name), as is a parameter
+    whose hint carries a Doc (`namespace: Namespace`)."""
     docs = _arg_docs(fn)
+    docs.update({name: doc.help_for(fn.__name__) for name, doc in _annotated_docs(fn).items() if name not in docs})
     hints = _hints(fn)
     out: list[Param] = []
     for p in inspect.signature(fn).parameters.values():
@@ -217,10 +228,8 @@ def extend_signature(*sources: Callable[..., Any]) -> Callable[[F], F]:
 
 
 def _hints_but_kwargs(fn: Callable[..., Any]) -> dict[str, Any]:
-    """The type hints of `fn` but its **kwargs: that annotation (`Unpack[...]` of a TypedDict
-    naming the declared parameters, steps/_job_params.py) is for a reader, an editor and mypy;
-    at run time each declared parameter carries its own hint, and Python 3.10 has no Unpack to
-    evaluate it with. It is dropped, not evaluated."""
+    """The type hints of `fn` but its **kwargs', dropped unread: that `Unpack[...]` (steps/_job_params.py)
+    is for a reader, an editor and mypy; Python 3.10 has no Unpack to evaluate it with."""
     for p in inspect.signature(fn).parameters.values():
         if p.kind is p.VAR_KEYWORD:
             fn.__annotations__.pop(p.name, None)

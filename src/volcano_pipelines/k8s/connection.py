@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from volcano_pipelines.declaration import arg
+from volcano_pipelines.declaration import Doc, arg
 from volcano_pipelines.k8s.kubeconfig import check_named, default_namespace
 
 if TYPE_CHECKING:
     from volcano_pipelines.k8s.client import Cluster
 
-__all__ = ["Connection"]
+__all__ = ["NAMESPACE", "Connection", "Namespace"]
 
 
 @dataclass(frozen=True)
@@ -44,3 +44,19 @@ class Connection:
     def default_namespace(self) -> str:
         """Where a request naming no namespace goes, read without connecting."""
         return default_namespace(self.kubeconfig, self.context)
+
+
+# A step's `namespace`, written once: what it names in each step that takes one, then where one
+# not given goes (Connection.default_namespace, as kubectl: the context's, else default). A step
+# annotates its parameter `namespace: Namespace = None` and writes no docstring line for it;
+# `params` reads the help for the step's name (interface/params.py). The train steps' Run group
+# takes the "train" wording for its field of the same name.
+_NOT_GIVEN = "(default: the context's namespace, else default)"
+_OF_THE_JOB = f"namespace of the job {_NOT_GIVEN}"
+NAMESPACE = Doc(f"namespace {_NOT_GIVEN}", by_kind=(
+    ("train", _OF_THE_JOB),
+    ("status", _OF_THE_JOB),
+    ("finish_run", f"namespace of the run's training job {_NOT_GIVEN}"),
+    ("reap", f"namespace to look in {_NOT_GIVEN}"),
+))
+Namespace = Annotated[str | None, NAMESPACE]

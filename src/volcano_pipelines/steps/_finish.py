@@ -22,7 +22,7 @@ from volcano_pipelines.backends.base import OnCancel
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.labels import TRAIN_STEP
 from volcano_pipelines.steps.registry import WHOLE, Output
-from volcano_pipelines.k8s.connection import Connection
+from volcano_pipelines.k8s.connection import Connection, Namespace
 from volcano_pipelines.interface.params import check_types
 from volcano_pipelines.steps._results import TrainResult
 from volcano_pipelines.volcano.status import FAILED_PHASES, SUCCEEDED_PHASES
@@ -135,7 +135,7 @@ def finish_run(
     *,
     pipeline_state: str = SUCCEEDED,
     error_message: str | None = None,
-    namespace: str | None = None,
+    namespace: Namespace = None,
     connection: Connection = Connection(),
     on_failure: OnCancel = "delete",
     log_lines: int = 20,
@@ -153,7 +153,6 @@ def finish_run(
         run_id: run identity of the pipeline run (the training job carries it as a label)
         pipeline_state: how the run's tasks ended: COMPLETE, CACHED or SUCCEEDED; FAILED or CANCELED; any other word (RUNNING) is decided from the job
         error_message: why the run failed, when it did
-        namespace: namespace of the run's training job (default: the context's namespace, else default)
         on_failure: what happens to the run's training job when the run failed or was cancelled (and to its sync copy job when unfinished): delete, abort or keep
         log_lines: last log lines of a failed pod to report
     """

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal, TypedDict, get_args
 
 from volcano_pipelines.backends.base import OnCancel
-from volcano_pipelines.k8s.connection import Connection
+from volcano_pipelines.k8s.connection import NAMESPACE, Connection
 from volcano_pipelines.interface.params import arg, declared
 from volcano_pipelines.volcano.spec import DEFAULT_TF_PORT, JobPolicy, JobTarget, PodSecurityLevel, Storage
 from volcano_pipelines.volcano.stalls import OnStall
@@ -93,7 +93,7 @@ class Run:
     backend: BackendName = arg("cluster", "where the job runs: cluster (Kubernetes + Volcano) or local (processes "
                                           "on this machine)")
     connection: Connection = arg(Connection(), "the cluster the job goes to (Connection: its configuration file and context)")
-    namespace: str | None = arg(None, "namespace of the job (default: the context's namespace, else default)")
+    namespace: str | None = arg(None, NAMESPACE.help_for("train"))
     timeout: float | None = arg(None, "seconds to wait before the job is aborted and the step fails")
     on_cancel: OnCancel = arg("delete", "what SIGTERM / Ctrl-C does to the job: delete, abort or keep", pipeline=True)
     on_pod_deleted: OnCancel | None = arg(

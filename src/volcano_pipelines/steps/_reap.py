@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Literal, get_args
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.k8s.connection import Connection
+from volcano_pipelines.k8s.connection import Connection, Namespace
 from volcano_pipelines.interface.params import check_types
 from volcano_pipelines.lifecycle import reap as rule
 from volcano_pipelines.lifecycle.sweep import ReapedUnit, ReapResult, Sweep
@@ -60,7 +60,7 @@ def reap(
     job: str | None = None,
     *,
     selector: str | None = None,
-    namespace: str | None = None,
+    namespace: Namespace = None,
     all_namespaces: bool = False,
     grace: float = 30,
     on_failure: OnFailure = "report",
@@ -84,7 +84,6 @@ def reap(
     Args:
         job: one Volcano Job to follow until its parameter servers are gone (a pipeline step after training)
         selector: sweep every Volcano Job and classic group whose objects carry these labels (instead of one job)
-        namespace: namespace to look in (default: the context's namespace, else default)
         all_namespaces: sweep every namespace (needs cluster-wide permissions)
         grace: seconds parameter servers may outlive the completion task before they are ended
         on_failure: what to do with a job whose pods failed: report (leave it alone) or abort

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal, get_args
 from volcano_pipelines.deadline import Deadline
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps.registry import WHOLE, Output
-from volcano_pipelines.k8s.connection import Connection
+from volcano_pipelines.k8s.connection import Connection, Namespace
 from volcano_pipelines.interface.params import check_types
 from volcano_pipelines.objects.serving import (
     GRPC_PORT,
@@ -162,7 +162,7 @@ def serve(
     model_name: str | None = None,
     model_path: str | None = None,
     model_dir_local: str | None = None,
-    namespace: str | None = None,
+    namespace: Namespace = None,
     image: str | None = None,
     replicas: int = 1,
     cpu: str = "500m",
@@ -192,7 +192,6 @@ def serve(
         model_name: name the model is served under (default: name)
         model_path: the model's base path on the PVC, holding numbered versions (default: export/<model_name>)
         model_dir_local: the same directory as this step sees it (a mounted path): check the export layout before deploying
-        namespace: namespace (default: the context's namespace, else default)
         image: TF Serving image (default: tensorflow/serving, pinned; the -gpu variant with gpus)
         replicas: serving pods
         cpu: CPU request per pod

@@ -15,7 +15,7 @@ from volcano_pipelines.errors import InputError
 from volcano_pipelines.steps._service_groups import ObjectLabels, Placement
 from volcano_pipelines.steps._service_checks import check_common, require_pvc
 from volcano_pipelines.steps.registry import WHOLE, Output
-from volcano_pipelines.k8s.connection import Connection
+from volcano_pipelines.k8s.connection import Connection, Namespace
 from volcano_pipelines.interface.params import check_types
 from volcano_pipelines.objects.tensorboard import (
     STEP,
@@ -86,7 +86,7 @@ def tensorboard(
     *,
     log_pvc: str,
     logdir: str = "",
-    namespace: str | None = None,
+    namespace: Namespace = None,
     job: str | None = None,
     owner: str | None = None,
     ttl: float | None = None,
@@ -116,7 +116,6 @@ def tensorboard(
         name: name of the Deployment, Service and Ingress (DNS label, starting with a letter)
         log_pvc: PVC holding the training logs (mounted read-only)
         logdir: sub-path of the log PVC that TensorBoard reads (default: the PVC's root)
-        namespace: namespace (default: the context's namespace, else default)
         job: Volcano Job whose lifetime TensorBoard shares (deleted with it, or with owner, whichever goes last)
         owner: owner of TensorBoard, API_VERSION/KIND/NAME/UID in its namespace (e.g. the pipeline run's Argo Workflow): deleted with it (or with job, whichever goes last)
         ttl: seconds TensorBoard lives; the reap sweeper deletes it afterwards

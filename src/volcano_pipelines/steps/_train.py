@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from volcano_pipelines.backends.base import ON_CANCEL_CHOICES, Backend
 from volcano_pipelines.errors import InputError
 from volcano_pipelines.labels import run_id_or_new
-from volcano_pipelines.k8s.connection import Connection
+from volcano_pipelines.k8s.connection import Connection, Namespace
 from volcano_pipelines.objects.validate import check_positive_seconds
 from volcano_pipelines.progress import Progress  # at run time: front ends read the type hints
 from volcano_pipelines.steps import _train_spec as train_spec
@@ -103,7 +103,7 @@ def train_mpi(name: str, *, progress: Progress | None = None, **job: Unpack[Trai
 def status(
     name: str,
     *,
-    namespace: str | None = None,
+    namespace: Namespace = None,
     connection: Connection = Connection(),
     log_lines: int = 20,
     post_mortem: bool = False,
@@ -114,7 +114,6 @@ def status(
 
     Args:
         name: job name
-        namespace: namespace of the job (default: the context's namespace, else default)
         log_lines: last log lines of a failed pod to report
         post_mortem: show the job's saved post-mortem record (what happened to every pod) instead of asking the cluster;
             looked for among the cluster jobs' records, then under ./vpipe-local (the local backend's default)

@@ -62,3 +62,22 @@ def test_an_extended_signature_carries_the_sources_hints_and_help() -> None:
 
     extended = {p.name: p for p in params(run)}
     assert extended["extra"].hint is int and extended["extra"].help == "an extra"
+
+
+def test_a_namespace_is_explained_once_and_each_step_shows_its_own_wording() -> None:
+    """`namespace: Namespace` carries its help (k8s/connection.py NAMESPACE): each step that takes
+    one reads its own wording there, none writes a docstring line for it, and the front ends
+    see a plain `str | None` (the Annotated wrapper is the help's, not a type of its own)."""
+    from volcano_pipelines.steps import finish_run, reap, serve, status, tensorboard
+
+    rule = "(default: the context's namespace, else default)"
+    wording = {serve: "namespace", tensorboard: "namespace", reap: "namespace to look in",
+               status: "namespace of the job", train_tf: "namespace of the job",
+               finish_run: "namespace of the run's training job"}
+    for step, what in wording.items():
+        found = {p.name: p for p in params(step)}["namespace"]
+        assert found.help == f"{what} {rule}", step.__name__
+        assert found.hint == str | None and found.default is None, step.__name__
+        # train_tf's docstring is built by `declare`, from its Run group's field, which takes the same Doc.
+        written = [line for line in (step.__doc__ or "").splitlines() if line.strip().startswith("namespace:")]
+        assert written == [] or step is train_tf, step.__name__
