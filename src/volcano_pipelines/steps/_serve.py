@@ -41,7 +41,7 @@ from volcano_pipelines.lifecycle.tfserving import (
     versions_to_prune,
 )
 from volcano_pipelines.progress import Progress
-from volcano_pipelines.steps._service_groups import ObjectLabels, Placement
+from volcano_pipelines.steps._service_groups import ImagePullSecrets, ObjectLabels, Placement
 from volcano_pipelines.steps._service_checks import check_common, require_pvc
 from volcano_pipelines.objects.validate import (
     check_bounded,
@@ -176,7 +176,7 @@ def serve(
     target: Target = "deployment",
     timeout: float = 600,
     object_labels: ObjectLabels = ObjectLabels(),
-    image_pull_secrets: Sequence[str] | None = None,
+    image_pull_secrets: ImagePullSecrets = None,
     placement: Placement = Placement(),
     dry_run: bool = False,
     connection: Connection = Connection(),
@@ -204,7 +204,6 @@ def serve(
         rest_url: base URL of TF Serving's REST API for the status and smoke test (default: the Service inside a cluster, else through the API server's service proxy)
         target: deployment (TF Serving Deployment + Service) or kserve (print a KServe InferenceService; nothing is applied)
         timeout: seconds for the rollout and the model to become AVAILABLE
-        image_pull_secrets: pull secrets of the pods
         dry_run: print the objects; create nothing
     """
     check_types(serve, locals())

@@ -1,17 +1,23 @@
-"""The parameter groups the two service steps (serve, tensorboard) share: where their pods may
-run (Placement) and what their objects carry (ObjectLabels). Each field's help is written here
-once, with the wording of a step whose objects it describes differently (`serve=...`)."""
+"""The parameters the two service steps (serve, tensorboard) share: two groups, where their pods
+may run (Placement) and what their objects carry (ObjectLabels), and the pods' pull secrets
+(ImagePullSecrets). Each help is written here once, with the wording of a step whose objects
+it describes differently (`serve=...`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from volcano_pipelines.declaration import arg
+from volcano_pipelines.declaration import Doc, arg
 from volcano_pipelines.objects.validate import check_label_value, check_user_labels, checked_placement
 
-__all__ = ["ObjectLabels", "Placement"]
+__all__ = ["ImagePullSecrets", "ObjectLabels", "Placement"]
+
+# One parameter, not a group: it stands apart from the groups in both steps' signatures (and so
+# in their flags' order). Its help is the hint's (interface/params.py reads an Annotated Doc).
+ImagePullSecrets = Annotated[Sequence[str] | None, Doc("pull secrets of the pod", by_kind=(
+    ("serve", "pull secrets of the pods"),))]
 
 
 @dataclass(frozen=True)

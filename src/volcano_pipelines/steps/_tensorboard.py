@@ -6,13 +6,13 @@ gone) or a TTL the reap sweeper enforces."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, Literal, get_args
 
 from volcano_pipelines.errors import InputError
-from volcano_pipelines.steps._service_groups import ObjectLabels, Placement
+from volcano_pipelines.steps._service_groups import ImagePullSecrets, ObjectLabels, Placement
 from volcano_pipelines.steps._service_checks import check_common, require_pvc
 from volcano_pipelines.steps.registry import WHOLE, Output
 from volcano_pipelines.k8s.connection import Connection, Namespace
@@ -99,7 +99,7 @@ def tensorboard(
     image: str = TENSORBOARD_IMAGE,
     cpu: str = "100m",
     memory: str = "512Mi",
-    image_pull_secrets: Sequence[str] | None = None,
+    image_pull_secrets: ImagePullSecrets = None,
     placement: Placement = Placement(),
     object_labels: ObjectLabels = ObjectLabels(),
     timeout: float = 300,
@@ -128,7 +128,6 @@ def tensorboard(
         image: TensorBoard image (runs the tensorboard command)
         cpu: CPU request
         memory: memory request and limit
-        image_pull_secrets: pull secrets of the pod
         timeout: seconds to wait for TensorBoard to be ready
         wait: wait until TensorBoard is ready (false: apply and return)
         dry_run: print the objects; create nothing

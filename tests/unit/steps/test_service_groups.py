@@ -89,3 +89,10 @@ def _pod_spec_labels(manifests: list[dict[str, Any]]) -> dict[str, str]:
     deployment = next(m for m in manifests if m["kind"] == "Deployment")
     labels: dict[str, str] = deployment["spec"]["template"]["metadata"]["labels"]
     return labels
+
+
+def test_the_pull_secrets_help_is_the_hints_with_each_steps_wording() -> None:
+    for step, text in ((serve, "pull secrets of the pods"), (tensorboard, "pull secrets of the pod")):
+        found = {p.name: p for p in params(step)}["image_pull_secrets"]
+        assert found.help == text and found.default is None, step.__name__
+        assert "image_pull_secrets:" not in (step.__doc__ or ""), step.__name__  # written once, on the hint
