@@ -28,7 +28,7 @@ it everything shares both CPUs. `--hdfs-native stock,patched`: vpipe's rows once
 environment's hdfs-native and once (`-patched` rows) with the patched wheel of
 images/hdfs-native/ (built, or taken from its cache) first on PYTHONPATH. `--vpipe-at REV`:
 vpipe's rows once more as the copier was at git revision REV (its src/ first on PYTHONPATH,
-this environment's hdfs-native; '-REV' rows), so a change is measured against what came
+with the hdfs-native named last in `--hdfs-native`; '-REV' rows), so a change is measured against what came
 before it the same hour, not against another day's ratios.
 
   python benchmarks/sync_bench.py --repeat 3
@@ -287,7 +287,7 @@ def main() -> int:
                          "(images/hdfs-native/, '-patched' rows)")
     ap.add_argument("--vpipe-at", default="",
                     help="also vpipe's rows as the copier was at this git revision ('-REV' rows: its src/ first on "
-                         "PYTHONPATH, this environment's hdfs-native)")
+                         "PYTHONPATH, with the hdfs-native named last in --hdfs-native)")
     ap.add_argument("--cases", default="a,b,c", help="the cases to run, comma-separated (c re-syncs b's copies: needs b)")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes, one run each: checks that every tool and every row still works (CI)")
@@ -350,6 +350,7 @@ def main() -> int:
         tools: dict[str, Callable[[str, Path], list[str]]] = {}
         envs: dict[str, dict[str, str]] = {}  # tools with an environment of their own
         paths = {}
+        benv = env
         for binding in bindings:
             benv = env
             if binding == "patched":
@@ -362,8 +363,10 @@ def main() -> int:
                 envs[tool] = benv
         at_suffix = f"-{args.vpipe_at}" if args.vpipe_at else ""
         if args.vpipe_at:
-            aenv = {**env, "PYTHONPATH": os.pathsep.join([str(source_at(args.vpipe_at, work / "vpipe-at")),
-                                                          env.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+            # benv: the last binding's environment, so that '-REV' rows differ from theirs by the copier only.
+            aenv = {**benv, "PYTHONPATH": os.pathsep.join([str(source_at(args.vpipe_at, work / "vpipe-at")),
+                                                           benv.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+            paths[args.vpipe_at] = read_path(aenv)
             for mode in modes:
                 tool = f"vpipe-{mode}{at_suffix}"
                 tools[tool] = lambda src, dst, mode=mode: [*vpipe, "--durability", mode, f"{hdfs.url}{src}", str(dst)]
