@@ -26,10 +26,11 @@ brick) run on CPU 0 and the copier (vpipe, rclone, the loop; with the volume's F
 runs on the copier's machine in a real deployment) on CPU 1, as two machines would be; without
 it everything shares both CPUs. `--hdfs-native stock,patched`: vpipe's rows once with the
 environment's hdfs-native and once (`-patched` rows) with the patched wheel of
-images/hdfs-native/ (built, or taken from its cache) first on PYTHONPATH. `--vpipe-at REV`:
-vpipe's rows once more as the copier was at git revision REV (its src/ first on PYTHONPATH,
-with the hdfs-native named last in `--hdfs-native`; '-REV' rows), so a change is measured against what came
-before it the same hour, not against another day's ratios.
+images/hdfs-native/ (built, or taken from its cache) first on PYTHONPATH.
+`--vpipe-at REV[,REV]`: vpipe's rows once more for each git revision REV, as the copier was
+there (its src/ first on PYTHONPATH, with the hdfs-native named last in `--hdfs-native`; '-REV'
+rows), so a change is measured against what came before it the same hour, not against another
+day's ratios.
 
   python benchmarks/sync_bench.py --repeat 3
   python benchmarks/sync_bench.py --repeat 3 --pin --hdfs-native stock,patched
@@ -286,7 +287,7 @@ def main() -> int:
                     help="vpipe's hdfs-native for hdfs:// rows, comma-separated: stock (this environment's), patched "
                          "(images/hdfs-native/, '-patched' rows)")
     ap.add_argument("--vpipe-at", default="",
-                    help="also vpipe's rows as the copier was at this git revision ('-REV' rows: its src/ first on "
+                    help="also vpipe's rows as the copier was at these git revisions, comma-separated ('-REV' rows: its src/ first on "
                          "PYTHONPATH, with the hdfs-native named last in --hdfs-native)")
     ap.add_argument("--cases", default="a,b,c", help="the cases to run, comma-separated (c re-syncs b's copies: needs b)")
     ap.add_argument("--smoke", action="store_true",
@@ -361,14 +362,14 @@ def main() -> int:
                 tool = f"vpipe-{mode}{suffix}"
                 tools[tool] = lambda src, dst, mode=mode: [*vpipe, "--durability", mode, f"{hdfs.url}{src}", str(dst)]
                 envs[tool] = benv
-        at_suffix = f"-{args.vpipe_at}" if args.vpipe_at else ""
-        if args.vpipe_at:
+        revs = [r for r in args.vpipe_at.split(",") if r]
+        for rev in revs:
             # benv: the last binding's environment, so that '-REV' rows differ from theirs by the copier only.
-            aenv = {**benv, "PYTHONPATH": os.pathsep.join([str(source_at(args.vpipe_at, work / "vpipe-at")),
+            aenv = {**benv, "PYTHONPATH": os.pathsep.join([str(source_at(rev, work / f"vpipe-at-{rev}")),
                                                            benv.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-            paths[args.vpipe_at] = read_path(aenv)
+            paths[rev] = read_path(aenv)
             for mode in modes:
-                tool = f"vpipe-{mode}{at_suffix}"
+                tool = f"vpipe-{mode}-{rev}"
                 tools[tool] = lambda src, dst, mode=mode: [*vpipe, "--durability", mode, f"{hdfs.url}{src}", str(dst)]
                 envs[tool] = aenv
         if paths.get("patched") not in (None, "hdfs-readinto"):
@@ -490,7 +491,10 @@ def main() -> int:
                 ratio = f"{rclone_best / med[tool]:.2f}x" if rclone_best and case != "raw" else "-"
                 ops = [sum(r.ops.values()) for r in rs if r.ops]
                 per_file = f"{statistics.median(ops) / files:.2f}" if ops and files and case != "raw" else "-"
-                durable = DURABLE.get(tool.removesuffix("-web").removesuffix("-patched").removesuffix(at_suffix or "-"), DURABLE.get(tool.split("-t")[0], "?"))
+                base = tool.removesuffix("-web").removesuffix("-patched")
+                for rev in revs:
+                    base = base.removesuffix(f"-{rev}")
+                durable = DURABLE.get(base, DURABLE.get(tool.split("-t")[0], "?"))
                 hdfs_cpus = [r.hdfs_cpu for r in rs if r.hdfs_cpu is not None]
                 jvm_cpu = f"{statistics.median(hdfs_cpus):.2f}" if hdfs_cpus and case != "raw" else "-"
                 gl_cpus = [r.gluster_cpu for r in rs if r.gluster_cpu is not None]

@@ -161,15 +161,17 @@ def copy_stream(
     abandon: threading.Event,
     digest: Any | None = None,
     flush_every: int = 0,
+    flush_turn: threading.Lock | None = None,
 ) -> tuple[int, int]:
     """Copy the listed `size` bytes of `stream` into `fd` (a new, empty file). Returns
     (bytes written, reads): more than one read means the file was not read in one piece.
-    `flush_every` > 0: durability.FlushBehind. Raises SourceChanged when the source does not
-    hold `size` bytes, Abandoned on a second Ctrl-C, DestinationError for a write error (an
-    early flush's included), OSError for a read error."""
+    `flush_every` > 0: durability.FlushBehind, one early flush at a time among the copies
+    sharing `flush_turn`. Raises SourceChanged when the source does not hold `size` bytes,
+    Abandoned on a second Ctrl-C, DestinationError for a write error (an early flush's
+    included), OSError for a read error."""
     if not flush_every or size <= flush_every:
         return _copy(stream, fd, size, chunk_size, streams, pool, on_bytes, abandon, digest)
-    behind = FlushBehind(fd, flush_every, size)
+    behind = FlushBehind(fd, flush_every, size, flush_turn)
 
     def flushing(n: int, report: OnBytes = on_bytes) -> None:
         report(n)

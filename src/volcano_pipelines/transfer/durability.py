@@ -81,6 +81,10 @@ def syncfs(fd: int) -> None:
         raise OSError(code, os.strerror(code))
 
 
+# How often an early flush waiting for its turn looks whether its file was finished meanwhile.
+TURN_POLL_SECONDS = 0.01
+
+
 def _max_pending() -> int:
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return max(8, min(MAX_PENDING, (soft // 4) if soft > 0 else MAX_PENDING))
@@ -195,17 +199,24 @@ class Committer:
 
 class FlushBehind:
     """fdatasync of `fd` each time `every` more bytes were written, in a thread beside the
-    copy: the range threads go on writing while the destination (on GlusterFS: the brick,
-    through one FSYNC) puts the earlier bytes on disk, so the final flush before the rename
-    has only the last stretch left. A flush that comes due while one runs is one more flush
-    after it, not one per mark. The file's last bytes (`size` in all) start none: the final
-    flush covers them, after the transfer thread has handed the file on (for `batch` in the
-    committer, beside the next file's copy, instead of in the thread, holding its read slot).
+    copy, so that the destination (on GlusterFS: the brick, through one FSYNC) puts the earlier
+    bytes on disk while the copy goes on and the final flush before the rename has only the
+    last stretch left. A flush that comes due while one runs is one more flush after it, not
+    one per mark. The file's last bytes (`size` in all) start none: the final flush covers
+    them, after the transfer thread has handed the file on (for `batch` in the committer,
+    beside the next file's copy, instead of in the thread, holding its read slot).
     `finish()` waits for the flush in flight (the descriptor is closed after it) and skips one
-    not yet started: the final flush covers it."""
+    not yet started: the final flush covers it.
 
-    def __init__(self, fd: int, every: int, size: int) -> None:
+    `turn`: a lock shared by the run's files, so that their early flushes run one at a time.
+    On a FUSE mount an fsync holds the file's inode lock until the server answers, and the
+    file's own writes wait for it; files copied side by side reach their marks together, and
+    flushing all of them at once stalled every writer of the run. One at a time, the others
+    go on writing (docs/sync.md, issue 44)."""
+
+    def __init__(self, fd: int, every: int, size: int, turn: threading.Lock | None = None) -> None:
         self._fd, self._every, self._left = fd, every, size
+        self._turn = turn if turn is not None else threading.Lock()
         self._lock = threading.Lock()
         self._since = 0
         self._due = threading.Event()
@@ -235,11 +246,27 @@ class FlushBehind:
             self._due.clear()
             if self._done:
                 return
+            if not self._take_turn():
+                return
             try:
                 os.fdatasync(self._fd)
             except OSError as err:
                 self._error = err
                 return
+            finally:
+                self._turn.release()
+
+    def _take_turn(self) -> bool:
+        """Wait for the other files' early flush. False, the turn not held, when `finish()`
+        came first: the final flush covers this one."""
+        while True:
+            if self._turn.acquire(timeout=TURN_POLL_SECONDS):
+                if not self._done:
+                    return True
+                self._turn.release()
+                return False
+            if self._done:
+                return False
 
     def finish(self, raise_error: bool = True) -> None:
         """Stop; raise the OSError of an early flush that failed (`raise_error`)."""

@@ -138,6 +138,7 @@ class Executor:
         self._unchecked: dict[str, Entry] = {}
         self._lock = threading.Lock()
         self._committer: Committer | None = None
+        self._flush_turn = threading.Lock()  # one early flush at a time (durability.FlushBehind)
         self._ranges: ThreadPoolExecutor | None = None
         self._streams: StreamBudget | None = None  # large-file reads in flight (transfer/streams.py)
         self._large: ThreadPoolExecutor | None = None  # the workers of large files
@@ -408,6 +409,7 @@ class Executor:
                     stream, fd, expected.size, chunk_size=self.opts.chunk_size, streams=streams,
                     pool=self._ranges, on_bytes=lambda n: self.progress(expected.path, n), abandon=self.abandon,
                     digest=digest, flush_every=self.opts.flush_every if self.opts.durability != "none" else 0,
+                    flush_turn=self._flush_turn,
                 )
             try:
                 mtime_ns = expected.mtime_ms * 1_000_000

@@ -238,3 +238,42 @@ def test_the_executor_flushes_large_files_early_unless_durability_is_none(tmp_pa
             build_plan(entries, [], rejected=refused))
         assert read_tree(dst) == read_tree(src)
         assert bool(calls) == flushed, durability
+
+
+def test_the_runs_early_flushes_take_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files copied side by side reach their marks together; on FUSE a file's fsync holds its
+    inode lock, so flushing them all at once would stop every writer: one at a time."""
+    import time
+
+    flushes: list[tuple[int, float, float]] = []  # (descriptor, start, end)
+    lock = threading.Lock()
+
+    def fdatasync(fd: int) -> None:
+        started = time.monotonic()
+        time.sleep(0.02)
+        with lock:
+            flushes.append((fd, started, time.monotonic()))
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    write = copy_mod._pwrite_all
+
+    def slow_write(*args: object) -> None:  # four copies long enough to overlap
+        time.sleep(0.005)
+        write(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(copy_mod, "_pwrite_all", slow_write)
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(4):
+        (src / f"f{i}.bin").write_bytes(os.urandom(4 << 20))
+    source = _RangeSource(str(src))
+    entries, refused = source.list()
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    Executor(source, str(dst), Options(transfers=4, chunk_size=256 << 10, durability="batch", flush_every=1 << 20)).run(
+        build_plan(entries, [], rejected=refused))
+
+    assert read_tree(dst) == read_tree(src)
+    assert len({fd for fd, _, _ in flushes}) >= 2, flushes  # several files were flushed early
+    spans = sorted((start, end) for _, start, end in flushes)
+    assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False)), spans

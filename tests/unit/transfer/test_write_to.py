@@ -151,3 +151,30 @@ def test_the_files_last_bytes_start_no_early_flush(tmp_path: Path, monkeypatch: 
         assert not flushed.is_set()
     finally:
         os.close(fd)
+
+
+def test_an_early_flush_waiting_for_its_turn_is_skipped_when_the_file_is_finished(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another file's flush holds the turn: this file's copy ends meanwhile, and its final
+    flush covers the bytes, so `finish()` neither waits for the turn nor flushes."""
+    import time
+
+    flushed = threading.Event()
+    monkeypatch.setattr(os, "fdatasync", lambda fd: flushed.set())
+    turn = threading.Lock()
+    fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        behind = FlushBehind(fd, 10, 30, turn)
+        with turn:  # another file's flush in progress
+            behind.wrote(10)  # a mark inside the file: its flush waits for the turn
+            time.sleep(0.05)
+            finisher = threading.Thread(target=behind.finish)
+            finisher.start()
+            finisher.join(2)
+            assert not finisher.is_alive(), "finish() waited for the other file's flush"
+        finisher.join()
+        assert not flushed.is_set()
+        assert turn.acquire(blocking=False)  # not left held
+        turn.release()
+    finally:
+        os.close(fd)
