@@ -16,7 +16,8 @@ without fsync, and dd conv=fsync.
 Each tool runs as a command (process start included) into a fresh directory, except (c),
 which re-runs each tool on its own finished copy of (b). Every case runs `--repeat` times
 (at least 3 unless --smoke) with the tools interleaved, so a change of load hits all of
-them; the table prints min and median wall time, median CPU (user + system of the tool's
+them, after `--warmup` rounds (default 1, none with --smoke) that are not recorded: the first
+copy after the cluster's start is slower for whichever tool comes first. The table prints min and median wall time, median CPU (user + system of the tool's
 own process) and the ratio of medians. Each copy is checked (file count and bytes).
 With GlusterFS's volume profile on, the table also gives the brick's file operations
 per file of each tool (the work the volume did for it).
@@ -278,6 +279,8 @@ def main() -> int:
                          "'' for none)")
     ap.add_argument("--vpipe-args", default="", help="more vpipe sync flags for every vpipe run (e.g. '--streams 1')")
     ap.add_argument("--repeat", type=int, default=3, help="runs per tool and case, interleaved (at least 3 unless --smoke)")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="rounds of every tool and case before the recorded ones, not recorded (none with --smoke)")
     ap.add_argument("--no-seq", action="store_true", help="leave out the sequential loop")
     ap.add_argument("--rclone", default=shutil.which("rclone") or str(Path(sys.executable).parent / "rclone"))
     ap.add_argument("--workdir", default=None)
@@ -395,7 +398,10 @@ def main() -> int:
             print(f"({case}) {tool:<20} {run.wall:7.2f}s  cpu {run.cpu:6.2f}s{hc}", flush=True)
 
         raw_count = max(1, (args.large_total_mib << 20) // (8 << 20))
-        for rep in range(args.repeat):
+        # Warm-up rounds first, not recorded: the run after the cluster's start is slower for
+        # whichever tool comes first (the DataNode's read path not compiled yet by the JVM).
+        warmups = 0 if args.smoke else args.warmup
+        for rep in range(-warmups, args.repeat):
             order = list(tools)
             order = order[rep % len(order):] + order[: rep % len(order)]  # no tool always goes first
             for case, src in (("a", "/bench/large"), ("b", "/bench/small")):
@@ -412,7 +418,11 @@ def main() -> int:
                     got = tree_size(dst)
                     if got != shapes[case]:
                         raise RuntimeError(f"({case}) {tool}: copied {got} (files, bytes), expected {shapes[case]}")
-                    record(case, tool, run)
+                    if rep >= 0:
+                        record(case, tool, run)
+            if rep < 0:
+                print(f"warm-up round {warmups + rep + 1} of {warmups} done (not recorded)", flush=True)
+                continue
             for name, conv in (("dd", []), ("dd-fsync", ["conv=fsync"])):
                 target = mount / "raw-write.bin"
                 drop_caches()
@@ -456,7 +466,8 @@ def main() -> int:
               else "not pinned: every process on both CPUs")
         print("hdfs-native: " + ", ".join(f"{b} ({p})" for b, p in paths.items()) + "; '-patched' rows: images/hdfs-native/")
         print(f"cases: {', '.join(cases)}; sizes: (a) {args.large_files} x {large_size >> 20} MiB, (b) {args.small_files} x {args.small_kib} KiB in "
-              f"directories of {args.small_per_dir}; {args.repeat} interleaved run(s) per tool and case; "
+              f"directories of {args.small_per_dir}; {args.repeat} interleaved run(s) per tool and case "
+              f"after {warmups} warm-up round(s) not recorded; "
               f"vpipe: {' '.join(vpipe[len(copier_cpu) + 1:])} (--transfers {args.vpipe_transfers or 'default'})")
         print(f"load average (1/5/15 min): at the start {load_start[0]:.1f} {load_start[1]:.1f} {load_start[2]:.1f}, "
               f"at the end {load_end[0]:.1f} {load_end[1]:.1f} {load_end[2]:.1f}")
