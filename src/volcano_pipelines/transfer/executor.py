@@ -58,7 +58,7 @@ __all__ = ["Abandoned", "DEFAULT_TRANSFERS", "Executor", "Options", "Outcome", "
 # (rclone's --multi-thread-streams is 4 too), many are read this many at a time.
 DEFAULT_STREAMS = 4
 # file / batch: a large file's data is pushed to disk while it is copied (docs/sync.md).
-EARLY_FLUSH = 64 << 20
+EARLY_FLUSH = 16 << 20
 
 
 class VerifyFailed(Exception):
