@@ -17,8 +17,9 @@ Each tool runs as a command (process start included) into a fresh directory, exc
 which re-runs each tool on its own finished copy of (b). Every case runs `--repeat` times
 (at least 3 unless --smoke) with the tools interleaved, so a change of load hits all of
 them, after `--warmup` rounds (default 1, none with --smoke) that are not recorded: the first
-copy after the cluster's start is slower for whichever tool comes first. The table prints min and median wall time, median CPU (user + system of the tool's
-own process) and the ratio of medians. Each copy is checked (file count and bytes).
+copy after the cluster's start is slower for whichever tool comes first. The table prints min
+and median wall time, median CPU (user + system of the tool's own process) and the ratio of
+medians. Each copy is checked (file count and bytes).
 With GlusterFS's volume profile on, the table also gives the brick's file operations
 per file of each tool (the work the volume did for it).
 
@@ -354,7 +355,6 @@ def main() -> int:
         tools: dict[str, Callable[[str, Path], list[str]]] = {}
         envs: dict[str, dict[str, str]] = {}  # tools with an environment of their own
         paths = {}
-        benv = env
         for binding in bindings:
             benv = env
             if binding == "patched":
