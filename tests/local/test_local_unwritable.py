@@ -1,13 +1,16 @@
 """`vpipe train --backend local` when the job's files cannot be written (issue 33, item 2): a full
 disk while the runner writes the job's plan (Volcano's svc files) ends the job Failed with one
 line and exit 1, and leaves no half-written file; a job directory that cannot be made at all is
-exit 3 before anything runs. Either way no process is left and the job's name is free again."""
+exit 3 before anything runs. Either way no process is left and the job's name is free again.
+And the step returns only once the ended job's own record (job.json) is written."""
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +19,7 @@ import pytest
 from tests.helpers.local_jobs import assert_no_leak
 from tests.needs import unavailable
 from volcano_pipelines.cli import main
+from volcano_pipelines.localjob import runner as runner_module
 
 RUN_SH = "#!/bin/sh\necho trained \"$@\"\n"
 
@@ -116,4 +120,28 @@ def test_a_job_directory_that_cannot_be_made_is_exit_3_before_anything_runs(
     monkeypatch.setattr(Path, "mkdir", real_mkdir)
     code, out = _train(capsys, tmp_path, work)
     assert code == 0, out
+    assert_no_leak(work)
+
+
+def test_the_step_returns_once_the_ended_jobs_record_is_written(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job's thread writes job.json after the job's end is seen (the step wakes on the
+    change): the step waits for it, so what it leaves on disk is the end, never a write in
+    flight (CI once found the `.job.json.tmp` of that last write after the step had returned).
+    The last write is made slow here so that a step that did not wait would be caught."""
+    work = tmp_path / "work"
+    real_write = runner_module.write_whole
+
+    def slow_final_write(path: Path, text: str, mode: int = 0o644) -> None:
+        if path.name == "job.json" and json.loads(text)["status"]["state"]["phase"] == "Completed":
+            time.sleep(1.0)
+        real_write(path, text, mode)
+
+    monkeypatch.setattr(runner_module, "write_whole", slow_final_write)
+    code, out = _train(capsys, tmp_path, work)
+
+    assert code == 0, out
+    (job_json,) = work.glob("jobs/default/j-*/job.json")
+    assert json.loads(job_json.read_text())["status"]["state"]["phase"] == "Completed"
+    assert list(work.rglob("*.tmp")) == []
     assert_no_leak(work)

@@ -30,6 +30,7 @@ from volcano_pipelines.errors import ClusterError, InputError
 from volcano_pipelines.localjob.plan import coordinator_note
 from volcano_pipelines.localjob.runner import JobRunner, Paths, validate
 from volcano_pipelines.labels import RUN_LABEL, STEP_LABEL
+from volcano_pipelines.volcano.status import FINAL_PHASES
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 PASSED_ENV = ("HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME", "TMPDIR")
 # Kubernetes' default terminationGracePeriodSeconds.
 DEFAULT_GRACE_SECONDS = 30.0
+# How long a step waits, once its job has ended, for the job's thread to finish (a file or two).
+ENDING_WAIT_SECONDS = 60.0
 
 
 def default_path() -> str:
@@ -171,7 +174,13 @@ class LocalBackend:
         runner = self._runner(meta.get("namespace", "default"), meta["name"])
         if runner is None or runner.snapshot()["metadata"]["uid"] != meta.get("uid"):
             raise InputError("job", f"{meta.get('namespace', 'default')}/{meta['name']}", "a job submitted to this local backend")
-        yield LocalSession(self, runner, log_lines)
+        try:
+            yield LocalSession(self, runner, log_lines)
+        finally:
+            # A job that has ended is still writing its record (job.json) and letting go of its
+            # name: the step returns after that, so what it leaves on disk is the job's end.
+            if runner.phase in FINAL_PHASES:
+                runner.wait_done(ENDING_WAIT_SECONDS)
 
     # --- local extras
 
