@@ -144,7 +144,8 @@ LONG_MODULES: dict[str, tuple[int, str]] = {
                                 "the decisions are in lifecycle/reap.py, the step's checks in steps/_reap.py"),
     "steps/_serve.py": (430, "the serve step: argument checks, rollout wait, smoke test, rollback and pruning; "
                               "to split: the TF Serving status client"),
-    "backends/local.py": (420, "the local backend's protocol side: submit/attach, sessions, and now the progress "
+    "backends/local.py": (430, "the local backend's protocol side: submit/attach, sessions (an ended job's waited "
+                               "for until its record is written), and now the progress "
                                "annotations and the post-mortem record over the runner's pods; to split: the "
                                "post-mortem collection (into the postmortem package)"),
     "steps/_waiting.py": (420, "the wait policy written once against the backend protocol: its loop, the gang "
