@@ -27,6 +27,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.realnode, pytest.mark.contain
               pytest.mark.hdfs, pytest.mark.gluster]
 
 STALL_TIMEOUT = 20
+# The restart test's own: its second attempt must train to the end with no stall of its own,
+# and on CI's loaded two cores (load 17, four test runs side by side) the restarted TF2 job once
+# went 22 s between two progress reports, which was a second restart for a stall at 20 s. The
+# frozen chief is still named and restarted for; the margin is for the machine's load.
+RESTART_STALL_TIMEOUT = 45
 
 
 def pod_processes(pod: str) -> list[int]:
@@ -123,7 +128,8 @@ def test_a_frozen_chief_is_named_and_on_stall_restart_resumes_the_job_from_its_c
             ps=1, workers=2, chief=True, code_url=f"{code_url}/tf-ps/", data_pvc=volumes.data_pvc,
             log_pvc=volumes.log_pvc, args=["--api=tf2", "--steps=1200", "--threads=1", "--log_every=50",
                                            "--checkpoint_every=200", "--max_steps_per_second=40"],
-            env={"": QUIET_TF}, timeout=600, progress_interval=2, stall_timeout=STALL_TIMEOUT, on_stall="restart",
+            env={"": QUIET_TF}, timeout=600, progress_interval=2, stall_timeout=RESTART_STALL_TIMEOUT,
+            on_stall="restart",
             max_retry=3, **placement(node),
         )
     finally:
