@@ -129,8 +129,7 @@ def test_a_frozen_chief_is_named_and_on_stall_restart_resumes_the_job_from_its_c
             log_pvc=volumes.log_pvc, args=["--api=tf2", "--steps=1200", "--threads=1", "--log_every=50",
                                            "--checkpoint_every=200", "--max_steps_per_second=40"],
             env={"": QUIET_TF}, timeout=600, progress_interval=2, stall_timeout=RESTART_STALL_TIMEOUT,
-            on_stall="restart",
-            max_retry=3, **placement(node),
+            on_stall="restart", max_retry=3, **placement(node),
         )
     finally:
         freezer.close()
