@@ -5,6 +5,7 @@ kernel's choice where the range leaves no room."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import socket
@@ -33,6 +34,19 @@ class Offers(random.Random):
         return next(self.offers)
 
 
+def _free_ports(count: int) -> list[int]:
+    """`count` distinct ports nothing was bound to a moment ago. The tests below offer these
+    as the free ones, not fixed numbers: CI runs local jobs and control planes side by side,
+    and one of them held port 20001 while this module ran (both tests offering it failed)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for sock in socks:
+            sock.bind((ports.LOCAL_ADDRESS, 0))
+        found = [int(sock.getsockname()[1]) for sock in socks]
+    assert not set(found) & ports.SERVICE_PORTS
+    return found
+
+
 def test_ports_come_from_below_the_ephemeral_range(tmp_path: Path) -> None:
     path = _range_file(tmp_path, "32768\t60999\n")
     picked = [ports.free_port(path=path, reservations=tmp_path / "r") for _ in range(50)]
@@ -53,28 +67,31 @@ def test_a_port_something_is_bound_to_is_never_given(tmp_path: Path) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
         held.bind(("127.0.0.1", 0))
         busy = held.getsockname()[1]
-        assert ports.free_port(path=path, choose=Offers([busy, busy, 20001]), reservations=tmp_path / "r") == 20001
+        (free,) = _free_ports(1)
+        assert ports.free_port(path=path, choose=Offers([busy, busy, free]), reservations=tmp_path / "r") == free
 
 
 def test_fixed_ports_of_node_daemons_are_never_given(tmp_path: Path) -> None:
     # glusterd binds 24007 when a test session starts it; a control plane that got 24007 earlier
     # made it exit 1 ("Address already in use") and every GlusterFS test of that CI run erred.
     path = _range_file(tmp_path, "32768 60999")
-    offers = Offers([24007, 10250, 24008, 20003])
-    assert ports.free_port(path=path, choose=offers, reservations=tmp_path / "r") == 20003
+    (free,) = _free_ports(1)
+    offers = Offers([24007, 10250, 24008, free])
+    assert ports.free_port(path=path, choose=offers, reservations=tmp_path / "r") == free
     assert not (tmp_path / "r" / "24007").exists()
 
 
 def test_a_port_reserved_by_another_caller_is_passed_over_until_the_reservation_is_stale(tmp_path: Path) -> None:
     path, directory = _range_file(tmp_path, "32768 60999"), tmp_path / "r"
-    assert ports.free_port(path=path, choose=Offers([20001]), reservations=directory) == 20001
+    first, second = _free_ports(2)
+    assert ports.free_port(path=path, choose=Offers([first]), reservations=directory) == first
     # Another caller offered the same port: passed over, the next free one given.
-    assert ports.free_port(path=path, choose=Offers([20001, 20002]), reservations=directory) == 20002
+    assert ports.free_port(path=path, choose=Offers([first, second]), reservations=directory) == second
     # A reservation older than RESERVED_SECONDS is taken over.
-    old = os.stat(directory / "20001").st_mtime - ports.RESERVED_SECONDS - 1
-    os.utime(directory / "20001", (old, old))
-    assert ports.free_port(path=path, choose=Offers([20001]), reservations=directory) == 20001
-    assert sorted(p.name for p in directory.iterdir() if not p.name.startswith(".")) == ["20001", "20002"]
+    old = os.stat(directory / str(first)).st_mtime - ports.RESERVED_SECONDS - 1
+    os.utime(directory / str(first), (old, old))
+    assert ports.free_port(path=path, choose=Offers([first]), reservations=directory) == first
+    assert sorted(p.name for p in directory.iterdir() if not p.name.startswith(".")) == sorted([str(first), str(second)])
 
 
 def _race_for(port: int, directory: Path, callers: int = 8) -> list[bool]:
